@@ -1,0 +1,120 @@
+"""Text <-> Python value conversions shared by every codec.
+
+TiCDC sends DATE/DATETIME/TIMESTAMP/TIME/DECIMAL/JSON as text in both Open Protocol and Craft;
+parsing them here once keeps the two codecs' value typing identical.
+
+Choices (documented in the README):
+- DATETIME -> naive `datetime`; TIMESTAMP -> aware `datetime` in the upstream time zone (default UTC).
+- TIME -> `str`, its TiDB text validated against the TiDB range -838:59:59..838:59:59
+  (a str keeps the fractional-second precision exactly as upstream wrote it).
+- Zero dates ('0000-00-00', month/day 0) are not representable as Python dates: they raise
+  DecodeError unless `zero_dates="null"` is configured (never guessed silently).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Literal
+
+from replicator.errors import DecodeError
+
+ZeroDates = Literal["error", "null"]
+
+_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+_DATETIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?$")
+_TIME_RE = re.compile(r"^(-)?(\d{1,3}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?$")
+_DECIMAL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _zero(text: str, what: str, zero_dates: ZeroDates) -> None:
+    if zero_dates == "null":
+        return None
+    raise DecodeError(f"zero {what} {text!r} has no Python/Delta representation (set zero_dates='null' to map to NULL)")
+
+
+def parse_date(text: str, zero_dates: ZeroDates = "error") -> dt.date | None:
+    m = _DATE_RE.match(text)
+    if not m:
+        raise DecodeError(f"invalid DATE value {text!r}")
+    y, mo, d = (int(g) for g in m.groups())
+    if mo == 0 or d == 0 or y == 0:
+        return _zero(text, "date", zero_dates)
+    try:
+        return dt.date(y, mo, d)
+    except ValueError as exc:
+        raise DecodeError(f"invalid DATE value {text!r}: {exc}") from None
+
+
+def _parse_dt(text: str, zero_dates: ZeroDates) -> dt.datetime | None:
+    m = _DATETIME_RE.match(text)
+    if not m:
+        raise DecodeError(f"invalid DATETIME/TIMESTAMP value {text!r}")
+    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+    frac = m.group(7)
+    us = int(frac.ljust(6, "0")) if frac else 0
+    if mo == 0 or d == 0 or y == 0:
+        return _zero(text, "datetime", zero_dates)
+    try:
+        return dt.datetime(y, mo, d, h, mi, s, us)
+    except ValueError as exc:
+        raise DecodeError(f"invalid DATETIME/TIMESTAMP value {text!r}: {exc}") from None
+
+
+def parse_datetime(text: str, zero_dates: ZeroDates = "error") -> dt.datetime | None:
+    """DATETIME: a wall-clock time without zone -> naive datetime."""
+    return _parse_dt(text, zero_dates)
+
+
+def parse_timestamp(text: str, tz: dt.tzinfo = dt.UTC, zero_dates: ZeroDates = "error") -> dt.datetime | None:
+    """TIMESTAMP: TiCDC writes it in the upstream time zone -> aware datetime in `tz`."""
+    value = _parse_dt(text, zero_dates)
+    return None if value is None else value.replace(tzinfo=tz)
+
+
+def parse_time(text: str) -> str:
+    """TIME: validated and kept as text (TiDB range -838:59:59.000000 .. 838:59:59.000000)."""
+    m = _TIME_RE.match(text)
+    if not m:
+        raise DecodeError(f"invalid TIME value {text!r}")
+    h, mi, s = int(m.group(2)), int(m.group(3)), int(m.group(4))
+    frac = m.group(5) or ""
+    if mi > 59 or s > 59 or h > 838 or (h == 838 and (mi, s) == (59, 59) and frac.strip("0")):
+        raise DecodeError(f"TIME value {text!r} outside TiDB range -838:59:59..838:59:59")
+    return text
+
+
+def parse_decimal(text: str) -> Decimal:
+    if not _DECIMAL_RE.match(text):
+        raise DecodeError(f"invalid DECIMAL value {text!r}")
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise DecodeError(f"invalid DECIMAL value {text!r}") from None
+
+
+def format_date(value: dt.date) -> str:
+    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+
+
+def format_datetime(value: dt.datetime, tz: dt.tzinfo | None = None) -> str:
+    """TiDB text of a DATETIME/TIMESTAMP; aware values are converted to `tz` (the upstream zone) first.
+
+    Fractional seconds are written with trailing zeros removed (TiDB writes the column's fsp;
+    the value is the same either way).
+    """
+    if value.tzinfo is not None and tz is not None:
+        value = value.astimezone(tz)
+    text = (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
+    )
+    if value.microsecond:
+        text += "." + f"{value.microsecond:06d}".rstrip("0")
+    return text
+
+
+def format_decimal(value: Decimal) -> str:
+    """Plain (non-exponent) text as TiDB writes decimals."""
+    return format(value, "f")
