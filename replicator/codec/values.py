@@ -15,23 +15,54 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Literal
+from typing import Literal, get_args
 
-from replicator.errors import DecodeError
+from replicator.errors import ConfigError, DecodeError
 
 ZeroDates = Literal["error", "null"]
+# Open Protocol only: how to read CHAR/VARCHAR values of columns without an `f` field
+# (pre-v4.0.6 producers base64-encoded them). Craft ignores it.
+LegacyMode = Literal["auto", "legacy", "modern"]
 
-_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
-_DATETIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?$")
-_TIME_RE = re.compile(r"^(-)?(\d{1,3}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?$")
-_DECIMAL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+@dataclass(frozen=True, slots=True)
+class DecodeOptions:
+    """Decoder knobs shared by both codecs, so one configuration types values identically.
+
+    `timezone`: upstream zone TIMESTAMP text is written in. `legacy`: see `LegacyMode`.
+    `zero_dates`: what a zero DATE/DATETIME becomes (see module docstring).
+    """
+
+    timezone: dt.tzinfo = dt.UTC
+    legacy: LegacyMode = "auto"
+    zero_dates: ZeroDates = "error"
+
+    def __post_init__(self) -> None:
+        if self.legacy not in get_args(LegacyMode):
+            raise ConfigError(f"legacy must be one of {get_args(LegacyMode)}, not {self.legacy!r}")
+        if self.zero_dates not in get_args(ZeroDates):
+            raise ConfigError(f"zero_dates must be one of {get_args(ZeroDates)}, not {self.zero_dates!r}")
+        if not isinstance(self.timezone, dt.tzinfo):
+            raise ConfigError(f"timezone must be a datetime.tzinfo, not {self.timezone!r}")
+
+
+DEFAULT_DECODE_OPTIONS = DecodeOptions()
+
+# re.ASCII: `\d` must not match non-ASCII digits; `\Z` (not `$`): no trailing newline accepted.
+_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\Z", re.ASCII)
+_DATETIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\Z", re.ASCII)
+_TIME_RE = re.compile(r"^(-)?(\d{1,3}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\Z", re.ASCII)
+_DECIMAL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\Z", re.ASCII)
 
 
 def _zero(text: str, what: str, zero_dates: ZeroDates) -> None:
     if zero_dates == "null":
         return None
-    raise DecodeError(f"zero {what} {text!r} has no Python/Delta representation (set zero_dates='null' to map to NULL)")
+    raise DecodeError(
+        f"zero {what} {text!r} has no Python/Delta representation (set zero_dates='null' to map to NULL)"
+    )
 
 
 def parse_date(text: str, zero_dates: ZeroDates = "error") -> dt.date | None:
@@ -40,7 +71,8 @@ def parse_date(text: str, zero_dates: ZeroDates = "error") -> dt.date | None:
         raise DecodeError(f"invalid DATE value {text!r}")
     y, mo, d = (int(g) for g in m.groups())
     if mo == 0 or d == 0 or y == 0:
-        return _zero(text, "date", zero_dates)
+        _zero(text, "date", zero_dates)
+        return None
     try:
         return dt.date(y, mo, d)
     except ValueError as exc:
@@ -55,7 +87,8 @@ def _parse_dt(text: str, zero_dates: ZeroDates) -> dt.datetime | None:
     frac = m.group(7)
     us = int(frac.ljust(6, "0")) if frac else 0
     if mo == 0 or d == 0 or y == 0:
-        return _zero(text, "datetime", zero_dates)
+        _zero(text, "datetime", zero_dates)
+        return None
     try:
         return dt.datetime(y, mo, d, h, mi, s, us)
     except ValueError as exc:
@@ -92,6 +125,25 @@ def parse_decimal(text: str) -> Decimal:
         return Decimal(text)
     except InvalidOperation:
         raise DecodeError(f"invalid DECIMAL value {text!r}") from None
+
+
+# MySQL DECIMAL: at most 65 digits, scale at most 30. Anything far outside is hostile input.
+_DECIMAL_MAX_EXPONENT = 100
+
+
+def parse_sql_decimal(text: str) -> Decimal:
+    """`parse_decimal` plus a magnitude bound, for wire values.
+
+    Exponent text like '1e999999999' is a valid Decimal, but rendering it in plain notation
+    (`format_decimal`) would allocate a billion characters; no MySQL DECIMAL comes close.
+    """
+    value = parse_decimal(text)
+    exponent = value.as_tuple().exponent  # an int: parse_decimal admits finite values only
+    if not isinstance(exponent, int) or not (
+        exponent >= -_DECIMAL_MAX_EXPONENT and value.adjusted() <= _DECIMAL_MAX_EXPONENT
+    ):
+        raise DecodeError(f"DECIMAL value {text[:40]!r} is out of the MySQL DECIMAL range")
+    return value
 
 
 def format_date(value: dt.date) -> str:
