@@ -1,0 +1,69 @@
+# replicator — every target is idempotent; test/run/bench do their own set-up.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+CACHE := .cache
+KAFKA_PORT ?= 9092
+WAREHOUSE ?= ./warehouse
+export KAFKA_PORT
+
+.DEFAULT_GOAL := help
+.PHONY: help setup spark-jars kafka-jars proto test test-unit lint bench run kafka-up kafka-down notebook soak clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+$(CACHE)/spark-jars/.resolved: tools/spark-jars/pom.xml
+	mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CACHE)/spark-jars
+	touch $@
+
+$(CACHE)/kafka-libs/.resolved: tools/kafka-broker/pom.xml
+	mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(CACHE)/kafka-libs
+	touch $@
+
+spark-jars: $(CACHE)/spark-jars/.resolved ## resolve Delta jars from Maven Central into .cache/spark-jars
+kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs
+
+setup: $(VENV)/.installed spark-jars kafka-jars ## venv + package (editable, dev extras) + cached JVM jars
+
+proto: $(VENV)/.installed ## regenerate replicator/_proto from schemas/*.proto
+	bash tools/gen_proto.sh
+
+test: setup ## the whole suite (unit + integration: real Kafka broker, real Delta)
+	$(VENV)/bin/pytest -q
+
+test-unit: setup ## fast pure-Python tests only
+	$(VENV)/bin/pytest -q -m "not integration and not reliability"
+
+lint: setup ## ruff + mypy
+	$(VENV)/bin/ruff check replicator tests
+	$(VENV)/bin/mypy replicator
+
+bench: setup ## benchmarks -> bench/results.md
+	$(PY) -m replicator.bench
+
+run: setup ## main job on the embedded default: local broker, simulated stream, ./warehouse
+	$(PY) -m replicator.demo --warehouse $(WAREHOUSE)
+
+kafka-up: setup ## start the local Kafka broker (KRaft) on 127.0.0.1:$KAFKA_PORT
+	@$(PY) -m replicator.localkafka up --port $(KAFKA_PORT)
+
+kafka-down: ## stop the local Kafka broker
+	@if [ -x $(PY) ]; then $(PY) -m replicator.localkafka down; fi
+
+notebook: setup ## Jupyter on notebooks/ (explores ./warehouse)
+	$(VENV)/bin/python -m jupyter lab notebooks/ || $(VENV)/bin/python -m notebook notebooks/
+
+soak: setup ## reliability scenarios at full size
+	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m reliability
+
+clean: kafka-down ## remove venv, caches, local state and ./warehouse
+	rm -rf $(VENV) $(CACHE) state warehouse build .pytest_cache .mypy_cache .ruff_cache .hypothesis

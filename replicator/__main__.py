@@ -1,0 +1,7 @@
+"""`python -m replicator` = the `replicator` command."""
+
+import sys
+
+from replicator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,50 @@
+"""The dead-letter Delta table: every undecodable or refused message, with its position and error.
+
+Written before progress moves past the message, deduplicated on (topic, partition, offset) so a
+re-run after a crash does not record the same message twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from replicator.apply import delta_ref
+from replicator.source import Record
+from replicator.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEAD_LETTER_DDL = (
+    "topic STRING, `partition` INT, `offset` BIGINT, `timestamp` BIGINT, key BINARY, value BINARY, "
+    "protocol STRING, error STRING, recorded_at TIMESTAMP"
+)
+
+
+def write_dead_letters(
+    spark: SparkSession, warehouse: Warehouse, protocol: str, items: Sequence[tuple[Record, str]]
+) -> None:
+    path = str(warehouse.dead_letters_path)
+    ref = delta_ref(path)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta")
+    now = dt.datetime.now(dt.UTC)
+    rows = [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, protocol, err, now) for r, err in items]
+    df = spark.createDataFrame(rows, schema=DEAD_LETTER_DDL.replace("`", ""))
+    view = "replicator_dead_letters_src"
+    df.createOrReplaceTempView(view)
+    try:
+        spark.sql(
+            f"MERGE INTO {ref} AS t USING {view} AS s ON t.topic = s.topic AND t.`partition` = s.`partition` "
+            "AND t.`offset` = s.`offset` WHEN NOT MATCHED THEN INSERT *"
+        ).collect()
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def read_dead_letters(spark: SparkSession, warehouse: Warehouse) -> list[dict[str, object]]:
+    path = warehouse.dead_letters_path
+    if not (path / "_delta_log").exists():
+        return []
+    return [r.asDict() for r in spark.read.format("delta").load(str(path)).orderBy("partition", "offset").collect()]

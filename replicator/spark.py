@@ -1,0 +1,85 @@
+"""The one SparkSession factory used everywhere (CLI, engine, tests, notebooks, benchmarks).
+
+Delta jars come from `.cache/spark-jars` (resolved from Maven Central by `make spark-jars`, see
+tools/spark-jars/pom.xml) through `spark.jars`, so once cached everything works offline. Outside
+a checkout (pip-installed), set REPLICATOR_SPARK_JARS to a directory holding the jars, or we fall
+back to Spark's Ivy resolution via `configure_spark_with_delta_pip`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "spark-jars"
+_LOCK = threading.Lock()
+
+
+def _jar_paths() -> list[str] | None:
+    jars_dir = Path(os.environ.get("REPLICATOR_SPARK_JARS", DEFAULT_JARS_DIR))
+    if not jars_dir.is_dir():
+        return None
+    jars = sorted(str(p) for p in jars_dir.glob("*.jar"))
+    return jars or None
+
+
+def get_spark(app_name: str = "replicator") -> SparkSession:
+    """Return the process-wide Delta-enabled local SparkSession (created on first use).
+
+    Tunables via environment: REPLICATOR_SPARK_MASTER (default local[*]),
+    REPLICATOR_SHUFFLE_PARTITIONS (default 2), REPLICATOR_DRIVER_MEMORY (default 4g).
+    """
+    with _LOCK:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Loopback only: this tool never needs Spark to listen on another interface.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (
+            SparkSession.builder.appName(app_name)
+            .master(os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]"))
+            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", os.environ.get("REPLICATOR_SHUFFLE_PARTITIONS", "2"))
+            .config("spark.default.parallelism", "2")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.sql.execution.arrow.pyspark.fallback.enabled", "false")
+            .config("spark.driver.memory", os.environ.get("REPLICATOR_DRIVER_MEMORY", "4g"))
+            .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.databricks.delta.snapshotPartitions", "2")
+            .config("spark.databricks.delta.autoCompact.enabled", "false")
+            .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+        )
+        jars = _jar_paths()
+        if jars is not None:
+            builder = builder.config("spark.jars", ",".join(jars))
+        else:
+            from delta import configure_spark_with_delta_pip
+
+            builder = configure_spark_with_delta_pip(builder)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel(os.environ.get("REPLICATOR_SPARK_LOG_LEVEL", "ERROR"))
+        return spark
+
+
+def stop_spark() -> None:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()

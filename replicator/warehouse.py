@@ -1,0 +1,196 @@
+"""The warehouse directory: Delta tables plus the replicator's own durable state.
+
+Layout:
+    <warehouse>/tables/<schema>/<table>-<uid>/   one Delta table per upstream table (path kept on rename)
+    <warehouse>/_replicator/state.json            progress: applied watermark, per-partition restart
+                                                  cursors, DDL ledger, table catalog (atomic replace)
+    <warehouse>/_replicator/windows.jsonl         one line per applied step (table Delta versions)
+    <warehouse>/_replicator/dead_letters/         Delta table of undecodable / refused messages
+    <warehouse>/_replicator/lock                  held (flock) by the running replicator
+
+Progress is committed after every step, after that step's Delta commits: a crash in between is
+repaired by re-applying the step, which is idempotent (Delta txnAppId/txnVersion per table; DDL
+ledger + check-before-alter). See README "Exactly once".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from replicator.errors import StateError
+from replicator.typemap import TableSpec
+
+STATE_FORMAT = 1
+
+
+class PartitionState(BaseModel):
+    offset: int
+    watermark: int
+
+
+class TableEntry(BaseModel):
+    """A replicated table. `uid` is stable across renames; `path` never moves."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    uid: str
+    schema_name: str = Field(alias="schema")
+    table: str
+    path: str
+    spec: dict[str, Any]
+    status: Literal["live", "dropped"] = "live"
+    created_ts: int = 0
+    dropped_ts: int | None = None
+
+    @property
+    def table_spec(self) -> TableSpec:
+        return TableSpec.from_json(self.spec)
+
+    @property
+    def key(self) -> list[str]:
+        return list(self.spec["key"])
+
+
+class State(BaseModel):
+    format: int = STATE_FORMAT
+    source: str | None = None
+    protocol: str | None = None
+    applied_ts: int = 0
+    partitions: dict[str, PartitionState] = Field(default_factory=dict)
+    ddl_ledger: list[tuple[int, str]] = Field(default_factory=list)
+    schemas: list[str] = Field(default_factory=list)
+    tables: dict[str, TableEntry] = Field(default_factory=dict)
+    steps: int = 0
+    updated_at: str | None = None
+
+    def live_table(self, schema: str, table: str) -> TableEntry | None:
+        for entry in self.tables.values():
+            if entry.status == "live" and entry.schema_name == schema and entry.table == table:
+                return entry
+        return None
+
+    def live_tables(self) -> list[TableEntry]:
+        return sorted(
+            (e for e in self.tables.values() if e.status == "live"), key=lambda e: (e.schema_name, e.table)
+        )
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def safe_segment(name: str) -> str:
+    """A filesystem-safe, readable path segment for an untrusted upstream name."""
+    cleaned = _SAFE.sub("_", name).strip("_")[:48]
+    return cleaned or "_"
+
+
+def table_uid(schema: str, table: str, created_ts: int) -> str:
+    """Deterministic id: re-applying the same CREATE after a crash lands on the same path."""
+    h = hashlib.sha256(f"{schema}\x00{table}\x00{created_ts}".encode()).hexdigest()
+    return h[:12]
+
+
+class Warehouse:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+        self.meta = self.root / "_replicator"
+        self.state_path = self.meta / "state.json"
+        self.windows_path = self.meta / "windows.jsonl"
+        self.dead_letters_path = self.meta / "dead_letters"
+        self._lock_fd: int | None = None
+
+    # -- lock ----------------------------------------------------------------------------------
+    @contextmanager
+    def locked(self, wait: bool = False, timeout: float | None = None) -> Iterator[None]:
+        """Exclusive use of the warehouse for one run; a second run fails fast (or waits)."""
+        self.meta.mkdir(parents=True, exist_ok=True)
+        lock_path = self.meta / "lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not wait or (deadline is not None and time.monotonic() > deadline):
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                    os.close(fd)
+                    raise StateError(
+                        f"warehouse {self.root} is in use by another replicator run (pid {holder}); "
+                        "wait for it to finish, or pass --wait to queue behind it"
+                    ) from None
+                time.sleep(0.5)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            self._lock_fd = None
+
+    # -- state ---------------------------------------------------------------------------------
+    def load_state(self) -> State:
+        if not self.state_path.exists():
+            return State()
+        try:
+            state = State.model_validate_json(self.state_path.read_bytes())
+        except ValueError as exc:
+            raise StateError(f"{self.state_path} is unreadable: {exc}") from None
+        if state.format != STATE_FORMAT:
+            raise StateError(f"{self.state_path} has format {state.format}; this replicator reads {STATE_FORMAT}")
+        return state
+
+    def save_state(self, state: State) -> None:
+        """Atomic, durable replace: write a temp file, fsync, rename, fsync the directory."""
+        self.meta.mkdir(parents=True, exist_ok=True)
+        state.updated_at = dt.datetime.now(dt.UTC).isoformat()
+        data = state.model_dump_json(by_alias=True, indent=1).encode()
+        tmp = self.state_path.with_suffix(".json.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.state_path)
+        dfd = os.open(self.meta, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def append_window(self, record: dict[str, Any]) -> None:
+        """Log an applied step (read back deduplicated by step number: a re-applied step wins)."""
+        self.meta.mkdir(parents=True, exist_ok=True)
+        with open(self.windows_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def windows(self) -> list[dict[str, Any]]:
+        if not self.windows_path.exists():
+            return []
+        by_step: dict[int, dict[str, Any]] = {}
+        for line in self.windows_path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line from a crash mid-append
+                by_step[int(rec["step"])] = rec
+        return [by_step[k] for k in sorted(by_step)]
+
+    def new_table_path(self, schema: str, table: str, uid: str) -> str:
+        return str(self.root / "tables" / safe_segment(schema) / f"{safe_segment(table)}-{uid}")
