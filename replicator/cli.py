@@ -117,6 +117,52 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--json", action="store_true", help="a JSON array instead of a readable table")
     tables.add_argument("--config", help="TOML config file")
 
+    capture = sub.add_parser("capture", help="archive a topic's records into rotating framed files")
+    capture.add_argument("--bootstrap-servers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
+    capture.add_argument("--topic", help="topic to capture")
+    capture.add_argument("--out", required=True, metavar="DIR", help="archive directory")
+    capture.add_argument("--protocol", choices=["open", "craft"], help="recorded in each archived record")
+    cstart = capture.add_mutually_exclusive_group()
+    cstart.add_argument("--from-earliest", action="store_true", help="from the earliest retained offsets")
+    cstart.add_argument("--from-offsets", metavar="P=O[,P=O...]", help="from these offsets")
+    capture.add_argument("--until-caught-up", action="store_true", default=None,
+                         help="stop at the end offsets seen at start")
+    capture.add_argument("--rotate-bytes", type=int, help="start a new archive file past this size")
+    capture.add_argument("--group-id", help="Kafka consumer group for offset commits")
+    capture.add_argument("--config", help="TOML config file")
+
+    archive = sub.add_parser("archive", help="work with capture archives")
+    archive_sub = archive.add_subparsers(dest="archive_command", metavar="ACTION", required=True)
+    inspect = archive_sub.add_parser("inspect", help="print frames (offset, type, length, CRC) and records")
+    inspect.add_argument("paths", nargs="+", metavar="PATH")
+
+    simulate = sub.add_parser("simulate", help="generate a realistic TiCDC stream plus its expected final tables")
+    simulate.add_argument("--protocol", choices=["open", "craft"], required=True)
+    simulate.add_argument("--topic", help="produce into this topic (with --bootstrap-servers)")
+    simulate.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
+    simulate.add_argument("--out", metavar="DIR", help="write an archive directory instead of producing")
+    simulate.add_argument("--seed", type=int, default=1, help="random seed (same seed, same stream)")
+    simulate.add_argument("--events", type=int, default=5000, help="number of row changes")
+    simulate.add_argument("--partitions", type=int, default=3, help="Kafka partitions")
+    simulate.add_argument("--tables", type=int, default=4, help="number of tables")
+    simulate.add_argument("--expected", metavar="FILE", help="where to write the expected final tables (JSON)")
+
+    binlog = sub.add_parser("binlog", help="the statement-based protobuf binary log")
+    binlog_sub = binlog.add_subparsers(dest="binlog_command", metavar="ACTION", required=True)
+    bwrite = binlog_sub.add_parser("write", help="append a Query (or Commit/Rollback) event")
+    bwrite.add_argument("--file", default="log.bin", help="binlog file (default log.bin)")
+    bwrite.add_argument("--trans", type=int, required=True, help="transaction id")
+    bwrite.add_argument("--server-id", type=int, default=1, help="server id (default 1)")
+    bwrite.add_argument("--session-id", type=int, default=0, help="session id (default 0)")
+    bwrite.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="session variable")
+    bwhat = bwrite.add_mutually_exclusive_group()
+    bwhat.add_argument("--commit", action="store_true", help="append a Commit event")
+    bwhat.add_argument("--rollback", action="store_true", help="append a Rollback event")
+    bwrite.add_argument("query", nargs="?", help="the SQL statement")
+    bread = binlog_sub.add_parser("read", help="print events in the seed's shape, following Chain events")
+    bread.add_argument("paths", nargs="*", metavar="FILE", help="binlog files (default log.bin)")
+    bread.add_argument("--verbose", action="store_true", help="also print Start/Chain events")
+
     decode = sub.add_parser("decode", help="decode one captured Kafka message to JSON lines")
     decode.add_argument("--protocol", choices=["open", "craft"], required=True)
     decode.add_argument("--value", required=True, metavar="FILE", help="message value file ('-' = stdin)")
@@ -233,8 +279,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from replicator.pipeline import Engine
 
     s = Settings(args)
-    if getattr(args, "archive", None) or getattr(args, "binlog", None):
-        raise ConfigError("--archive / --binlog sources are not available in this build yet")
+    if args.archive and args.binlog:
+        raise ConfigError("--archive and --binlog are different sources: give one")
+    if args.binlog:
+        from replicator.binlog_apply import cmd_run_binlog
+
+        return cmd_run_binlog(args, s)
+    if args.archive:
+        from replicator.archive_source import ArchiveSource
+
+        return _finish(Engine(ArchiveSource(args.archive), _run_options(s)).run(), s)
     source = _kafka_source(s)
     return _finish(Engine(source, _run_options(s)).run(), s)
 
@@ -261,7 +315,41 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return _finish(Engine(source, _run_options(s, start=start)).run(), s)
 
 
-COMMANDS = {"run": cmd_run, "replay": cmd_replay, "tables": cmd_tables, "decode": cmd_decode}
+def cmd_capture(args: argparse.Namespace) -> int:
+    from replicator.capture import cmd_capture as impl
+
+    return impl(args, Settings(args))
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    from replicator.archive import archive_inspect_main
+
+    return archive_inspect_main(args.paths, sys.stdout)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from replicator.simulate import cmd_simulate as impl
+
+    return impl(args)
+
+
+def cmd_binlog(args: argparse.Namespace) -> int:
+    from replicator.binlog import binlog_read_main, binlog_write_main
+
+    if args.binlog_command == "write":
+        if not (args.commit or args.rollback) and not args.query:
+            raise ConfigError("binlog write needs a SQL statement, --commit or --rollback")
+        return binlog_write_main(
+            file=args.file, trans=args.trans, query=args.query, sets=args.set, server_id=args.server_id,
+            session_id=args.session_id, commit=args.commit, rollback=args.rollback,
+        )
+    return binlog_read_main(args.paths or ["log.bin"], sys.stdout, verbose=args.verbose)
+
+
+COMMANDS = {
+    "run": cmd_run, "replay": cmd_replay, "tables": cmd_tables, "decode": cmd_decode, "capture": cmd_capture,
+    "archive": cmd_archive, "simulate": cmd_simulate, "binlog": cmd_binlog,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
