@@ -369,6 +369,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReplicatorError as exc:
         sys.stderr.write(f"replicator {args.command}: error: {exc}\n")
         return exc.exit_code
+    except OSError as exc:  # a missing/unreadable file named on the command line
+        sys.stderr.write(f"replicator {args.command}: error: {exc}\n")
+        return 1
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
