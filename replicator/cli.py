@@ -80,8 +80,10 @@ def _add_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssl-cafile", help="CA bundle for SSL")
     p.add_argument("--until-caught-up", action="store_true", default=None,
                    help="read up to the end offsets seen at start, apply, commit, print a summary and exit")
-    p.add_argument("--on-error", choices=["stop", "skip"], help="undecodable message: dead-letter and stop (default) or skip")
-    p.add_argument("--on-ddl-error", choices=["stop", "skip"], help="unmappable DDL: stop (default) or dead-letter and skip")
+    p.add_argument("--on-error", choices=["stop", "skip"],
+                   help="undecodable message: dead-letter and stop (default) or skip")
+    p.add_argument("--on-ddl-error", choices=["stop", "skip"],
+                   help="unmappable DDL: stop (default) or dead-letter and skip")
     p.add_argument("--timezone", help="upstream time zone of TIMESTAMP values (default UTC)")
     p.add_argument("--legacy", choices=["auto", "legacy", "modern"], help="Open Protocol pre-4.0.6 base64 strings")
     p.add_argument("--zero-dates", choices=["error", "null"], help="zero DATE/DATETIME values: error (default) or NULL")
