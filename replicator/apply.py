@@ -49,7 +49,7 @@ def arrow_type(spark_type: str) -> pa.DataType:
     if name == "timestamp":
         return pa.timestamp("us")
     factory = getattr(pa, name)
-    return factory(*args) if args else factory()  # type: ignore[no-any-return]
+    return factory(*args) if args else factory()
 
 
 def column_ddl(col: ColumnSpec, *, with_not_null: bool = True) -> str:
@@ -94,17 +94,18 @@ class DeltaApplier:
     def sql(self, statement: str) -> list[Any]:
         return self.spark.sql(statement).collect()
 
+    def _snapshot(self, path: str) -> Any:
+        """Fresh DeltaLog snapshot through py4j: DeltaLog has no public Python API (version, txn ids)."""
+        jvm: Any = self.spark._jvm
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
+        return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+
     def table_version(self, path: str) -> int:
-        jvm = self.spark._jvm  # noqa: SLF001 - DeltaLog has no public Python API
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)  # noqa: SLF001
-        snap = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-        return int(snap.version())
+        return int(self._snapshot(path).version())
 
     def txn_version(self, path: str, app_id: str) -> int:
-        jvm = self.spark._jvm  # noqa: SLF001
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)  # noqa: SLF001
-        snap = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-        txns = snap.transactions()
+        """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
+        txns = self._snapshot(path).transactions()
         opt = txns.get(app_id)
         return int(opt.get()) if opt.isDefined() else -1
 

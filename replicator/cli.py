@@ -234,9 +234,10 @@ def cmd_tables(args: argparse.Namespace) -> int:
     for col in ("schema", "table", "key", "applied watermark", "path"):
         table.add_column(col)
     for r in rows:
-        ts = r["applied_ts"]
+        ts = int(state.applied_ts)
         when = tso_to_datetime(ts).isoformat() if ts else "-"
-        table.add_row(r["schema"], r["table"], ", ".join(r["key"]), f"{ts} ({when})", r["path"])
+        table.add_row(str(r["schema"]), str(r["table"]), ", ".join(map(str, r["key"])), f"{ts} ({when})",  # type: ignore[call-overload]
+                      str(r["path"]))
     Console().print(table)
     return 0
 
@@ -286,7 +287,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.binlog:
         from replicator.binlog_apply import cmd_run_binlog
 
-        return cmd_run_binlog(args, s)
+        return int(cmd_run_binlog(args, s))
     if args.archive:
         from replicator.archive_source import ArchiveSource
 
@@ -320,7 +321,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_capture(args: argparse.Namespace) -> int:
     from replicator.capture import cmd_capture as impl
 
-    return impl(args, Settings(args))
+    return int(impl(args, Settings(args)))
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
@@ -332,7 +333,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from replicator.simulate import cmd_simulate as impl
 
-    return impl(args)
+    return int(impl(args))
 
 
 def cmd_binlog(args: argparse.Namespace) -> int:

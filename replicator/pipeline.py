@@ -128,7 +128,7 @@ class RunSummary:
             f"DDL applied       {self.ddl_applied}   skipped {self.ddl_skipped}   dead letters {self.dead_letters}",
             f"watermark         {wm}",
             f"lag               {self.lag_s:.1f}s" if self.lag_s is not None else "lag               n/a",
-            f"elapsed           {self.elapsed_s:.1f}s ({self.rows / self.elapsed_s if self.elapsed_s else 0:.0f} rows/s)",
+            f"elapsed           {self.elapsed_s:.1f}s ({self.rows / max(self.elapsed_s, 1e-9):.0f} rows/s)",
         ]
         for name, c in sorted(self.tables.items()):
             lines.append(f"  {name}: {c.upserts} upserted, {c.deletes} deleted")

@@ -157,14 +157,11 @@ class KafkaSource:
         return out
 
     def caught_up(self) -> bool:
-        for tp in self._tps:
-            if self._consumer.position(tp) < self._end.get(tp.partition, 0):
-                return False
-        return True
+        return all(self._consumer.position(tp) >= self._end.get(tp.partition, 0) for tp in self._tps)
 
     def lag(self) -> int | None:
         try:
-            return sum(max(0, self._end[tp.partition] - self._consumer.position(tp)) for tp in self._tps)
+            return int(sum(max(0, self._end[tp.partition] - self._consumer.position(tp)) for tp in self._tps))
         except Exception:  # lag is informational only
             return None
 

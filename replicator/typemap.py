@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
@@ -226,7 +226,7 @@ def parse_sql(query: str) -> exp.Expression:
     stmts = [p for p in parsed if p is not None]
     if len(stmts) != 1:
         raise DdlError(f"expected one statement, got {len(stmts)} in {query!r}")
-    return stmts[0]
+    return cast(exp.Expression, stmts[0])
 
 
 def spec_from_create(query: str, default_schema: str, default_table: str = "") -> TableSpec:
@@ -280,7 +280,7 @@ def _key_part_name(e: exp.Expression) -> str:
         e = e.this
     if isinstance(e, (exp.Column, exp.Identifier)):
         return e.name
-    if isinstance(e, exp.Anonymous) or isinstance(e, exp.Func):  # prefix index: col(10)
+    if isinstance(e, (exp.Anonymous, exp.Func)):  # prefix index: col(10)
         return e.name if e.name else e.sql()
     return e.name or e.sql("mysql")
 

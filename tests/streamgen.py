@@ -76,7 +76,8 @@ def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int
                 continue  # one event per row per transaction (TiCDC merges them)
             roll = rnd.random()
             if key not in rows:
-                image = {"id": key, "qty": rnd.choice([None, rnd.randint(-5, 100)]), "note": rnd.choice(["a", "", None, "é✓"])}
+                image = {"id": key, "qty": rnd.choice([None, rnd.randint(-5, 100)]),
+                         "note": rnd.choice(["a", "", None, "é✓"])}
                 rows[key] = image
                 pending.append((route(t, key), RowChange(ts, SCHEMA, t, Op.INSERT, cols(t, image))))
                 touched[(t, key)] = None
