@@ -60,9 +60,7 @@ _DECIMAL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\Z", re.ASCII
 def _zero(text: str, what: str, zero_dates: ZeroDates) -> None:
     if zero_dates == "null":
         return None
-    raise DecodeError(
-        f"zero {what} {text!r} has no Python/Delta representation (set zero_dates='null' to map to NULL)"
-    )
+    raise DecodeError(f"zero {what} {text!r} has no Python/Delta representation (set zero_dates='null' to map to NULL)")
 
 
 def parse_date(text: str, zero_dates: ZeroDates = "error") -> dt.date | None:
@@ -158,10 +156,7 @@ def format_datetime(value: dt.datetime, tz: dt.tzinfo | None = None) -> str:
     """
     if value.tzinfo is not None and tz is not None:
         value = value.astimezone(tz)
-    text = (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
-    )
+    text = f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value.hour:02d}:{value.minute:02d}:{value.second:02d}"
     if value.microsecond:
         text += "." + f"{value.microsecond:06d}".rstrip("0")
     return text
