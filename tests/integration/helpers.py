@@ -44,3 +44,53 @@ def read_table(spark: Any, warehouse: Path, schema: str, table: str) -> list[dic
     assert entry is not None, f"no live table {schema}.{table}"
     rows = spark.read.format("delta").load(entry.path).collect()
     return sorted((r.asDict() for r in rows), key=lambda d: tuple(str(d[k]) for k in entry.key))
+
+
+def encode_partition(
+    events: Sequence[Any], protocol: str, max_batch_size: int = 16
+) -> list[tuple[bytes | None, bytes]]:
+    """Encode one partition's events in order: consecutive rows batched, DDL/resolved alone."""
+    from replicator.codec import craft, open_protocol
+    from replicator.events import DdlEvent, Resolved, RowChange
+
+    out: list[tuple[bytes | None, bytes]] = []
+    rows: list[RowChange] = []
+
+    def flush() -> None:
+        if not rows:
+            return
+        if protocol == "open":
+            out.extend(open_protocol.encode_rows(rows, max_batch_size=max_batch_size))
+        else:
+            out.extend((None, v) for v in craft.encode_rows(rows, max_batch_size=max_batch_size))
+        rows.clear()
+
+    for ev in events:
+        if isinstance(ev, RowChange):
+            rows.append(ev)
+            continue
+        flush()
+        if isinstance(ev, DdlEvent):
+            out.append(open_protocol.encode_ddl(ev) if protocol == "open" else (None, craft.encode_ddl(ev)))
+        elif isinstance(ev, Resolved):
+            out.append(open_protocol.encode_resolved(ev.ts) if protocol == "open"
+                       else (None, craft.encode_resolved(ev.ts)))
+    flush()
+    return out
+
+
+def produce_stream(bootstrap: str, topic: str, partitions: Sequence[Sequence[Any]], protocol: str) -> int:
+    """Produce a generated stream partition by partition; returns the number of messages."""
+    records = [(p, k, v) for p, events in enumerate(partitions) for k, v in encode_partition(events, protocol)]
+    produce(bootstrap, topic, records)
+    return len(records)
+
+
+def table_rows(spark: Any, warehouse: Path, schema: str, table: str) -> dict[Any, dict[str, Any]]:
+    """Rows of a replicated table keyed by its (single) key column."""
+    state = Warehouse(warehouse).load_state()
+    entry = state.live_table(schema, table)
+    if entry is None:
+        return {}
+    key = entry.key[0]
+    return {r[key]: r.asDict() for r in spark.read.format("delta").load(entry.path).collect()}
