@@ -383,7 +383,7 @@ _FAST_INT_CODES: Final = frozenset(
     )
 )
 _FAST_TEXT_CODES: Final = frozenset((int(TypeCode.JSON), int(TypeCode.VECTOR)))
-_PLAIN_STRING_CODES: Final = frozenset(int(c) for c in (TypeCode.VARCHAR, TypeCode.VAR_STRING, TypeCode.STRING))
+_STRING_CODES: Final = frozenset(int(c) for c in (TypeCode.VARCHAR, TypeCode.VAR_STRING, TypeCode.STRING))
 
 
 def _columns(image: Any, field: str, legacy: bool, opts: DecodeOptions) -> tuple[Column, ...]:
@@ -413,10 +413,7 @@ def _columns(image: Any, field: str, legacy: bool, opts: DecodeOptions) -> tuple
                         (type(v) is int and t in _FAST_INT_CODES and 0 <= v < _INT64_LIMIT)
                         or (
                             type(v) is str
-                            and (
-                                t in _FAST_TEXT_CODES
-                                or (t in _PLAIN_STRING_CODES and not legacy and not flags & _BINARY)
-                            )
+                            and (t in _FAST_TEXT_CODES or (t in _STRING_CODES and not legacy and not flags & _BINARY))
                         )
                     ):
                         v = converters[t](v, flags, legacy, opts)
@@ -934,7 +931,6 @@ _SIGNED_OR_UNSIGNED: Final = frozenset(
     int(c) for c in (TypeCode.TINY, TypeCode.SHORT, TypeCode.LONG, TypeCode.LONGLONG, TypeCode.INT24, TypeCode.YEAR)
 )
 _UNSIGNED_CODES: Final = frozenset(int(c) for c in (TypeCode.BIT, TypeCode.ENUM, TypeCode.SET))
-_STRING_CODES: Final = frozenset(int(c) for c in (TypeCode.VARCHAR, TypeCode.VAR_STRING, TypeCode.STRING))
 _BLOB_CODES: Final = frozenset(
     int(c) for c in (TypeCode.TINY_BLOB, TypeCode.MEDIUM_BLOB, TypeCode.LONG_BLOB, TypeCode.BLOB)
 )
