@@ -1,0 +1,108 @@
+"""Bad input -> dead letters with position; one run per warehouse; follow mode; replay offsets."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replicator.deadletter import read_dead_letters
+from replicator.errors import DecodeError, StateError
+from replicator.warehouse import Warehouse
+from tests.integration.helpers import open_frame, produce, read_table, run_engine
+from tests.integration.test_engine_seed import PAST_SECOND_TXN, resolved, seed_records
+from tests.kafka_fixtures import new_topic
+
+pytestmark = pytest.mark.integration
+
+ROW_KEY = b'{"ts":415508878783938562,"scm":"test","tbl":"t1","t":1}'
+
+
+def test_undecodable_message_is_dead_lettered_and_stops_with_position(
+    kafka_bootstrap: str, spark: Any, tmp_path: Path
+) -> None:
+    topic = new_topic(kafka_bootstrap, 2)
+    recs = seed_records()
+    garbage = (0, b"\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x05{bad", b"\x00" * 3)
+    produce(kafka_bootstrap, topic, [*recs[:6], garbage, *recs[6:]])
+    wh = tmp_path / "wh"
+    with pytest.raises(DecodeError) as info:
+        run_engine(kafka_bootstrap, topic, wh, spark)
+    assert f"topic {topic!r} partition 0 offset" in str(info.value)
+    dead = read_dead_letters(spark, Warehouse(wh))
+    assert len(dead) == 1 and dead[0]["partition"] == 0 and dead[0]["value"] == garbage[2]
+    # The complete first window before the bad message was applied; nothing after it.
+    state = Warehouse(wh).load_state()
+    assert state.applied_ts < PAST_SECOND_TXN
+    # Re-running stops again at the same message (nothing skipped silently) ...
+    with pytest.raises(DecodeError):
+        run_engine(kafka_bootstrap, topic, wh, spark)
+    assert len(read_dead_letters(spark, Warehouse(wh))) == 1  # recorded once
+    # ... until the user says skip: then the rest applies.
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, on_error="skip")
+    assert summary.watermark == PAST_SECOND_TXN
+    assert read_table(spark, wh, "test", "t1") == [{"id": 3, "val": "dd"}, {"id": 4, "val": "ee"}]
+
+
+def test_handle_key_only_message_is_refused(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    topic = new_topic(kafka_bootstrap, 1)
+    ohk_key = b'{"ts":415508878783938562,"scm":"test","tbl":"t1","t":1,"ohk":true}'
+    produce(kafka_bootstrap, topic, [(0, *open_frame([ohk_key], [b'{"u":{"id":{"t":3,"h":true,"v":1}}}']))])
+    with pytest.raises(DecodeError, match="handle-key"):
+        run_engine(kafka_bootstrap, topic, tmp_path / "wh", spark)
+    assert len(read_dead_letters(spark, Warehouse(tmp_path / "wh"))) == 1
+
+
+def test_second_run_on_same_warehouse_fails_fast(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    with wh.locked(), pytest.raises(StateError, match="in use by another replicator run"), \
+            Warehouse(tmp_path / "wh").locked():
+        pass
+
+
+def test_follow_mode_stops_cleanly_on_sigterm_and_replay_offsets(kafka_bootstrap: str, spark: Any,
+                                                                 tmp_path: Path) -> None:
+    topic = new_topic(kafka_bootstrap, 2)
+    recs = seed_records(closing=False)
+    produce(kafka_bootstrap, topic, recs)
+    wh = tmp_path / "wh"
+    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+           "--protocol", "open", "--warehouse", str(wh), "--json-summary"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        state_path = Warehouse(wh).state_path
+        while time.monotonic() < deadline:  # wait until the first window is applied
+            if state_path.exists() and Warehouse(wh).load_state().applied_ts >= 415508881038376963:
+                break
+            time.sleep(0.5)
+        # More data arrives while following.
+        produce(kafka_bootstrap, topic, [(p, *open_frame([resolved(PAST_SECOND_TXN)], [b""])) for p in (0, 1)])
+        while time.monotonic() < deadline:
+            if Warehouse(wh).load_state().applied_ts == PAST_SECOND_TXN:
+                break
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert json.loads(out.decode().strip().splitlines()[-1])["watermark_tso"] == PAST_SECOND_TXN
+    assert read_table(spark, wh, "test", "t1") == [{"id": 3, "val": "dd"}, {"id": 4, "val": "ee"}]
+
+    # replay --from-offsets into a fresh warehouse from mid-stream: the table was created before
+    # those offsets, so rows are inferred from row events (no CREATE TABLE seen).
+    wh2 = tmp_path / "wh2"
+    rep = subprocess.run(
+        [sys.executable, "-m", "replicator", "replay", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+         "--protocol", "open", "--warehouse", str(wh2), "--from-offsets", "0=2,1=2", "--until-caught-up"],
+        capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    assert read_table(spark, wh2, "test", "t1") == [{"id": 3, "val": "dd"}, {"id": 4, "val": "ee"}]
