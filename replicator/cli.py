@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     capture.add_argument("--bootstrap-servers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
     capture.add_argument("--topic", help="topic to capture")
     capture.add_argument("--out", required=True, metavar="DIR", help="archive directory")
-    capture.add_argument("--protocol", choices=["open", "craft"], help="recorded in each archived record")
+    capture.add_argument("--protocol", choices=["open", "craft"],
+                         help="recorded in each archived record (default: detected from the first record's key)")
     cstart = capture.add_mutually_exclusive_group()
     cstart.add_argument("--from-earliest", action="store_true", help="from the earliest retained offsets")
     cstart.add_argument("--from-offsets", metavar="P=O[,P=O...]", help="from these offsets")
@@ -148,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--partitions", type=int, default=3, help="Kafka partitions")
     simulate.add_argument("--tables", type=int, default=4, help="number of tables")
     simulate.add_argument("--expected", metavar="FILE", help="where to write the expected final tables (JSON)")
+    simulate.add_argument("--ddl", metavar="KINDS", default="auto",
+                          help="mid-stream DDL: auto (what this build applies), all, none, or a comma list of "
+                               "create_schema,add_column,modify_column,truncate,drop_column,drop_table,rename_table")
 
     binlog = sub.add_parser("binlog", help="the statement-based protobuf binary log")
     binlog_sub = binlog.add_subparsers(dest="binlog_command", metavar="ACTION", required=True)
@@ -291,7 +295,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.archive:
         from replicator.archive_source import ArchiveSource
 
-        return _finish(Engine(ArchiveSource(args.archive), _run_options(s)).run(), s)
+        archive = ArchiveSource(args.archive)  # checks every frame first: corruption stops before anything applies
+        given = s.get("protocol")
+        if given is not None and given != archive.protocol:
+            raise ConfigError(f"--protocol {given}, but the archive holds {archive.protocol} records")
+        args.protocol = archive.protocol
+        options = _run_options(s)
+        options.until_caught_up = True  # an archive is finite: read it to the end, apply, exit
+        return _finish(Engine(archive, options).run(), s)
     source = _kafka_source(s)
     return _finish(Engine(source, _run_options(s)).run(), s)
 

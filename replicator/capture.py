@@ -1,0 +1,376 @@
+"""`replicator capture`: archive a topic's records into rotating framed files.
+
+Why: Kafka keeps data for days; an archive keeps it as long as its files live, so a warehouse can
+be rebuilt or replayed past retention, and a reproducible case can be shipped as files.
+
+Every partition is assigned (no group rebalancing). Where to start, per partition: explicit
+``--from-offsets``, else ``--from-earliest``, else the archive directory's own resume point (the
+offset after the last archived record), else the consumer group's committed offset, else the
+earliest retained offset. Records are written as they arrive and the archive is flushed (fsync)
+before consumer-group offsets are committed, so a committed offset never covers a record that is
+not durably archived. ``--until-caught-up`` stops at the end offsets seen at start; otherwise the
+capture follows the topic until SIGINT/SIGTERM, then flushes, commits and prints its summary.
+A capture killed mid-write leaves a partial final frame: the next capture into the same
+directory cuts it off (it was never acknowledged) and re-captures that record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from replicator import __version__
+from replicator._proto import archive_pb2
+from replicator.archive import (
+    DEFAULT_ROTATE_BYTES,
+    RECORD_TAG,
+    ArchiveWriter,
+    archive_file_name,
+    list_archive_files,
+)
+from replicator.errors import ConfigError, DecodeError, KafkaSourceError
+from replicator.framing import FrameReader, scan
+
+log = logging.getLogger("replicator.capture")
+
+OPEN_KEY_PREFIX = b"\x00" * 7 + b"\x01"  # Open Protocol keys start with the 8-byte batch version 1
+
+
+@dataclass
+class CaptureOptions:
+    bootstrap_servers: str
+    topic: str
+    out: Path
+    protocol: str | None = None  # None: detected from the first record
+    start: Literal["resume", "earliest"] | Mapping[int, int] = "resume"
+    until_caught_up: bool = False
+    rotate_bytes: int = DEFAULT_ROTATE_BYTES
+    group_id: str | None = None
+    security: Mapping[str, Any] | None = None
+    flush_interval_s: float = 2.0
+    flush_records: int = 50_000
+    retry_budget_s: float = 120.0
+
+
+@dataclass
+class PartitionCapture:
+    start: int
+    records: int = 0
+    first: int = -1
+    last: int = -1
+    origin: str = ""  # where the start offset came from
+
+
+@dataclass
+class CaptureSummary:
+    topic: str
+    out: Path
+    protocol: str | None
+    partitions: dict[int, PartitionCapture] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    stopped: str = "caught up"
+    repaired: str | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions.values())
+
+    def render(self) -> str:
+        lines = [f"captured {self.records} records of topic {self.topic!r} ({self.protocol or 'no records'}) into "
+                 f"{self.out} in {self.elapsed_s:.1f}s ({self.stopped})"]
+        if self.repaired:
+            lines.append(f"  repaired: {self.repaired}")
+        for p, pc in sorted(self.partitions.items()):
+            if pc.records:
+                lines.append(f"  partition {p}: {pc.records} records, offsets {pc.first}..{pc.last} "
+                             f"(started at {pc.start}: {pc.origin})")
+            else:
+                lines.append(f"  partition {p}: no new records (at offset {pc.start}: {pc.origin})")
+        lines.append(f"  files ({len(self.files)}):")
+        for f in self.files:
+            size = f.stat().st_size if f.exists() else 0
+            lines.append(f"    {f.name}  {size / 1e6:.2f} MB")
+        return "\n".join(lines)
+
+
+def detect_protocol(key: bytes | None) -> str:
+    """Open Protocol keys carry the batch version; Craft keys are empty."""
+    return "open" if key is not None and key[:8] == OPEN_KEY_PREFIX else "craft"
+
+
+def archive_resume_points(directory: Path, topic: str, partitions: set[int]) -> tuple[dict[int, int], str | None]:
+    """Offset after the last archived record per partition (newest files first, stopping once every
+    partition is found), and the archived protocol. Refuses a directory archiving another topic."""
+    found: dict[int, int] = {}
+    protocol: str | None = None
+    for path in reversed(list_archive_files(directory)):
+        try:
+            for frame in FrameReader(path):
+                if frame.tag != RECORD_TAG:
+                    continue
+                rec = archive_pb2.Record()
+                rec.ParseFromString(frame.payload)
+                if rec.topic != topic:
+                    raise ConfigError(f"{directory} archives topic {rec.topic!r}, not {topic!r}: capture into "
+                                      "another directory")
+                protocol = protocol or rec.protocol
+                if rec.offset + 1 > found.get(rec.partition, -1):
+                    found[rec.partition] = rec.offset + 1
+        except DecodeError as exc:
+            raise DecodeError(f"cannot resume: {exc.what}", offset=exc.byte_offset, where=exc.where) from None
+        if partitions <= set(found):
+            break
+    return found, protocol
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("received %s: finishing the current batch", signal.Signals(signum).name)
+        stop.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class Capture:
+    """One capture session of one topic into one archive directory."""
+
+    def __init__(self, options: CaptureOptions) -> None:
+        self.options = options
+        self.stop = threading.Event()
+
+    def _consumer(self) -> Any:
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        o = self.options
+        try:
+            return KafkaConsumer(
+                bootstrap_servers=o.bootstrap_servers.split(","),
+                group_id=o.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                max_poll_records=5000,
+                fetch_max_bytes=64 * 1024 * 1024,
+                max_partition_fetch_bytes=16 * 1024 * 1024,
+                request_timeout_ms=30000,
+                **dict(o.security or {}),
+            )
+        except KafkaError as exc:
+            raise KafkaSourceError(f"cannot connect to Kafka at {o.bootstrap_servers}: {exc}") from None
+
+    def run(self) -> CaptureSummary:
+        from kafka import TopicPartition
+
+        o = self.options
+        started = time.monotonic()
+        summary = CaptureSummary(o.topic, o.out, o.protocol)
+        consumer = self._consumer()
+        try:
+            parts = self._partitions(consumer)
+            if isinstance(o.start, Mapping) and set(o.start) - set(parts):
+                raise ConfigError(f"--from-offsets names partitions {sorted(set(o.start) - set(parts))} that topic "
+                                  f"{o.topic!r} does not have")
+            tps = {p: TopicPartition(o.topic, p) for p in parts}
+            existing = o.out.exists() and bool(list_archive_files(o.out))
+            if existing:
+                last = list_archive_files(o.out)[-1]
+                tail = scan(last).truncated
+                if tail is not None:
+                    summary.repaired = (f"{last.name} ended in a partial frame at byte {tail.byte_offset} (a capture "
+                                        "killed mid-write); cut off, its record is captured again")
+                    log.warning("%s", summary.repaired)
+            writer = ArchiveWriter(o.out, rotate_bytes=o.rotate_bytes, creator=f"replicator {__version__} capture",
+                                   repair=True)
+            first_seq = writer.sequence
+            try:
+                resume, archived_protocol = (archive_resume_points(o.out, o.topic, set(parts)) if existing
+                                             else ({}, None))
+                if summary.protocol is None:
+                    summary.protocol = archived_protocol
+                elif archived_protocol is not None and archived_protocol != summary.protocol:
+                    raise ConfigError(f"{o.out} archives {archived_protocol} records, not {summary.protocol}")
+                begin = consumer.beginning_offsets(list(tps.values()))
+                committed = self._committed(consumer, tps) if o.group_id else {}
+                for p, tp in tps.items():
+                    pos, origin = self._start_for(p, resume, committed, begin[tp])
+                    if pos < begin[tp]:
+                        log.warning("partition %d: offsets %d..%d are gone (retention); starting at %d",
+                                    p, pos, begin[tp] - 1, begin[tp])
+                        pos, origin = begin[tp], origin + ", moved to the earliest retained offset"
+                    summary.partitions[p] = PartitionCapture(start=pos, origin=origin)
+                consumer.assign(list(tps.values()))
+                for p, tp in tps.items():
+                    consumer.seek(tp, summary.partitions[p].start)
+                end = {tp.partition: off for tp, off in consumer.end_offsets(list(tps.values())).items()}
+                with _stop_on_signals(self.stop):
+                    self._loop(consumer, writer, summary, tps, end)
+            finally:
+                writer.close()
+                summary.files = [o.out / archive_file_name(s) for s in range(first_seq, writer.sequence + 1)]
+            self._commit(consumer, tps, summary)
+        finally:
+            consumer.close()
+        summary.elapsed_s = time.monotonic() - started
+        return summary
+
+    def _partitions(self, consumer: Any) -> list[int]:
+        deadline = time.monotonic() + 30
+        while True:
+            parts = consumer.partitions_for_topic(self.options.topic)
+            if parts:
+                return sorted(parts)
+            if time.monotonic() > deadline:
+                raise KafkaSourceError(f"topic {self.options.topic!r} not found on {self.options.bootstrap_servers}")
+            time.sleep(0.5)
+
+    def _committed(self, consumer: Any, tps: Mapping[int, Any]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for p, tp in tps.items():
+            try:
+                off = consumer.committed(tp)
+            except Exception as exc:  # no group coordinator etc.: the group is only one of the start options
+                log.debug("committed offset of partition %d unavailable: %s", p, exc)
+                continue
+            if off is not None and off >= 0:
+                out[p] = int(off)
+        return out
+
+    def _start_for(self, p: int, resume: Mapping[int, int], committed: Mapping[int, int],
+                   earliest: int) -> tuple[int, str]:
+        start = self.options.start
+        if isinstance(start, Mapping) and p in start:
+            return start[p], "--from-offsets"
+        if start == "earliest":
+            return earliest, "earliest retained offset"
+        if p in resume:
+            return resume[p], "after the last archived record"
+        if p in committed:
+            return committed[p], f"committed offset of group {self.options.group_id}"
+        return earliest, "earliest retained offset"
+
+    def _poll(self, consumer: Any) -> dict[Any, list[Any]]:
+        from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + self.options.retry_budget_s
+        delay = 0.5
+        while True:
+            try:
+                result: dict[Any, list[Any]] = consumer.poll(timeout_ms=500)
+                return result
+            except KafkaError as exc:
+                if time.monotonic() > deadline:
+                    raise KafkaSourceError(f"Kafka failed for {self.options.retry_budget_s:.0f}s: {exc}; everything "
+                                           "captured so far is archived, rerun to resume") from None
+                log.warning("Kafka poll failed (%s); retrying in %.1fs", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _loop(self, consumer: Any, writer: ArchiveWriter, summary: CaptureSummary, tps: Mapping[int, Any],
+              end: Mapping[int, int]) -> None:
+        o = self.options
+        parts = summary.partitions
+        last_flush = time.monotonic()
+        unflushed = 0
+
+        def done() -> bool:  # positions, not record counts: offsets may have gaps (transaction markers)
+            return all(consumer.position(tp) >= end[p] for p, tp in tps.items())
+
+        if o.until_caught_up and done():
+            return
+        while not self.stop.is_set():
+            for tp, records in self._poll(consumer).items():
+                pc = parts[tp.partition]
+                for r in records:
+                    if o.until_caught_up and r.offset >= end[tp.partition]:
+                        break  # past the end offsets seen at start
+                    if summary.protocol is None:
+                        summary.protocol = detect_protocol(r.key)
+                        log.info("topic %s looks like %s (from the first record's key)", o.topic, summary.protocol)
+                    writer.write_record(topic=o.topic, partition=tp.partition, offset=r.offset,
+                                        timestamp_ms=r.timestamp, key=r.key, value=r.value,
+                                        protocol=summary.protocol)
+                    if pc.first < 0:
+                        pc.first = r.offset
+                    pc.last = r.offset
+                    pc.records += 1
+                    unflushed += 1
+            now = time.monotonic()
+            if unflushed and (unflushed >= o.flush_records or now - last_flush >= o.flush_interval_s):
+                writer.flush()  # durable before the group offsets say so
+                self._commit(consumer, tps, summary)
+                unflushed, last_flush = 0, now
+            if o.until_caught_up and done():
+                summary.stopped = "caught up"
+                return
+        summary.stopped = "stopped by signal"
+
+    def _commit(self, consumer: Any, tps: Mapping[int, Any], summary: CaptureSummary) -> None:
+        """Best effort: the group's offsets are for lag tooling and for captures into a new directory."""
+        if not self.options.group_id:
+            return
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata
+
+        offsets = {tps[p]: OffsetAndMetadata(pc.last + 1, "", -1) for p, pc in summary.partitions.items()
+                   if pc.records}
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets)
+        except KafkaError as exc:
+            log.warning("could not commit consumer-group offsets: %s", exc)
+
+
+def capture(options: CaptureOptions) -> CaptureSummary:
+    """Run one capture session (see module docstring)."""
+    if options.rotate_bytes <= 0:
+        raise ConfigError("--rotate-bytes must be positive")
+    if options.protocol not in (None, "open", "craft"):
+        raise ConfigError(f"--protocol must be open or craft, not {options.protocol!r}")
+    return Capture(options).run()
+
+
+def cmd_capture(args: argparse.Namespace, settings: Any) -> int:
+    """Body of ``replicator capture`` (settings: flag > env > config file)."""
+    from replicator.source import parse_offsets
+
+    topic = settings.get("topic", required=True)
+    start: Literal["resume", "earliest"] | Mapping[int, int] = "resume"
+    if args.from_earliest:
+        start = "earliest"
+    elif args.from_offsets:
+        start = parse_offsets(args.from_offsets)
+    options = CaptureOptions(
+        bootstrap_servers=settings.get("bootstrap_servers", required=True),
+        topic=topic,
+        out=Path(args.out),
+        protocol=settings.get("protocol"),
+        start=start,
+        until_caught_up=bool(settings.get("until_caught_up", False)),
+        rotate_bytes=int(settings.get("rotate_bytes", DEFAULT_ROTATE_BYTES)),
+        group_id=settings.get("group_id", f"replicator-capture-{topic}"),
+        security=settings.kafka_security(),
+    )
+    summary = capture(options)
+    sys.stdout.write(summary.render() + "\n")
+    return 0
