@@ -731,6 +731,9 @@ def _put_nullable_bytes_chunk(out: bytearray, items: list[bytes | None]) -> None
     out += b"".join([b for b in items if b is not None])
 
 
+_SMALL_UVARINTS: Final = [bytes((i,)) for i in range(0x80)]
+
+
 def _uvarint_bytes(v: int) -> bytes:
     if v < 0x80:
         return bytes((v,))
@@ -748,14 +751,18 @@ def _put_varint(out: bytearray, v: int) -> None:
 
 
 def _put_delta_varint_chunk(out: bytearray, data: Sequence[int]) -> None:
-    last = data[0]
-    _put_varint(out, last)
-    for v in data[1:]:
+    """First value, then differences (int64, wrapping like Go), all zigzag varints."""
+    zigzags: list[int] = []
+    last = 0
+    for v in data:
         d = v - last
         if not _I64_MIN <= d <= _I64_MAX:
             d = _wrap_i64(d)
-        _put_varint(out, d)
+        zigzags.append(d << 1 if d >= 0 else ((-d) << 1) - 1)
         last = v
+    if not zigzags:  # the reference indexes data[0]: an empty chunk cannot be written
+        raise ValueError("empty delta chunk")
+    _put_uvarint_list(out, zigzags)
 
 
 def _put_delta_uvarint_chunk(out: bytearray, data: Sequence[int]) -> None:
@@ -774,6 +781,7 @@ def _put_reversed_uvarint(out: bytearray, v: int) -> None:
 
 
 def _put_size_tables(out: bytearray, tables: Sequence[Sequence[int]]) -> None:
+    """Each table as count + delta varint chunk, then the region's length as a reversed uvarint."""
     start = len(out)
     for table in tables:
         _put_uvarint(out, len(table))
@@ -800,9 +808,12 @@ def _check_i64(v: object, what: str) -> int:
 def _format_datetime(value: dt.datetime, tz: dt.tzinfo | None) -> str:
     """`values.format_datetime` via C-level isoformat (tested equal): naive wall-clock text,
     aware values first converted to `tz`, fraction without trailing zeros."""
-    if value.tzinfo is not None and tz is not None:
-        value = value.astimezone(tz)
-    text = value.isoformat(" ")
+    if value.tzinfo is None:
+        text = value.isoformat(" ")
+    else:
+        if tz is not None and value.tzinfo is not tz:
+            value = value.astimezone(tz)
+        text = value.date().isoformat() + " " + value.time().isoformat()  # time(): no offset
     if value.microsecond:
         return text[:26].rstrip("0")
     return text[:19]
@@ -823,9 +834,14 @@ def _encode_value(t: int, flags: int, value: Value, tz: dt.tzinfo) -> bytes | No
         if isinstance(value, bytes | bytearray | memoryview):
             return bytes(value)
     elif kind == _K_INT:
-        if flags & _UNSIGNED:
-            return _uvarint_bytes(_check_u64(value, f"unsigned integer (type {t})"))
-        return _uvarint_bytes(_zigzag(_check_i64(value, f"integer (type {t})")))
+        if isinstance(value, int):
+            if flags & _UNSIGNED:
+                if 0 <= value <= _U64:
+                    return _SMALL_UVARINTS[value] if value < 0x80 else _uvarint_bytes(value)
+            elif _I64_MIN <= value <= _I64_MAX:
+                u = value << 1 if value >= 0 else ((-value) << 1) - 1
+                return _SMALL_UVARINTS[u] if u < 0x80 else _uvarint_bytes(u)
+            raise ValueError(f"integer {value} out of range for column type {t} (flags {flags})")
     elif kind == _K_YEAR:
         return _uvarint_bytes(_zigzag(_check_i64(value, "YEAR")))
     elif kind == _K_UVAR:
@@ -842,7 +858,7 @@ def _encode_value(t: int, flags: int, value: Value, tz: dt.tzinfo) -> bytes | No
             return _format_datetime(value, tz if kind == _K_TIMESTAMP else None).encode()
     elif kind == _K_DATE:
         if isinstance(value, dt.date):
-            return _values.format_date(value).encode()
+            return dt.date.isoformat(value).encode()  # = values.format_date, datetimes too
     elif kind == _K_DECIMAL:
         if isinstance(value, Decimal):
             if not value.is_finite():
@@ -891,13 +907,6 @@ def _prepare_row(row: RowChange, tz: dt.tzinfo) -> tuple[_Prepared, int]:
     return (commit_ts, partition, row.schema, row.table, groups), estimate
 
 
-def _term(terms: dict[str, int], s: str) -> int:
-    ident = terms.get(s)
-    if ident is None:
-        ident = terms[s] = len(terms)
-    return ident
-
-
 def _finish(out: bytearray, terms: dict[str, int], header_size: int, tables: list[list[int]]) -> bytes:
     """Append term dictionary and size tables; `tables` = [body sizes, group sizes...]."""
     dict_at = len(out)
@@ -919,8 +928,9 @@ def _encode_headers(
 ) -> int:
     start = len(out)
     # Empty names are written as null (-1); ids are assigned in first-use order.
-    schema_ids = [_term(terms, s) if s else -1 for s in schemas]
-    table_ids = [_term(terms, s) if s else -1 for s in tables]
+    add = terms.setdefault  # id = first-use order: len(terms) is evaluated before inserting
+    schema_ids = [add(s, len(terms)) if s else -1 for s in schemas]
+    table_ids = [add(s, len(terms)) if s else -1 for s in tables]
     if len(tss) == 1:  # single-element delta chunks are just the values
         _put_uvarint(out, tss[0])
         _put_uvarint(out, kinds[0])
@@ -949,6 +959,7 @@ def _encode_batch(batch: list[_Prepared]) -> bytes:
     )
     body_sizes: list[int] = []
     group_tables: list[list[int]] = []
+    add = terms.setdefault
     for _, _, _, _, groups in batch:
         body_at = len(out)
         sizes: list[int] = []
@@ -956,17 +967,7 @@ def _encode_batch(batch: list[_Prepared]) -> bytes:
             group_at = len(out)
             out.append(gtype)
             _put_uvarint(out, len(names))
-            # Name ids as a delta varint chunk: zigzag(first), then zigzag(id - previous id).
-            last = 0
-            zigzags: list[int] = []
-            for name in names:
-                ident = terms.get(name)
-                if ident is None:
-                    ident = terms[name] = len(terms)
-                d = ident - last
-                zigzags.append(d << 1 if d >= 0 else ((-d) << 1) - 1)
-                last = ident
-            _put_uvarint_list(out, zigzags)
+            _put_delta_varint_chunk(out, [add(name, len(terms)) for name in names])
             _put_uvarint_list(out, types)
             _put_uvarint_list(out, flags)
             _put_nullable_bytes_chunk(out, encoded)
@@ -1044,10 +1045,11 @@ def encode_ddl(ddl: DdlEvent) -> bytes:
     return _finish(out, terms, header_size, [[len(out) - body_at]])
 
 
-def encode_resolved(ts: int) -> bytes:
+def encode_resolved(ts: int | Resolved) -> bytes:
     """A resolved-ts message: one header, an empty body, no term dictionary."""
+    resolved_ts = ts.ts if isinstance(ts, Resolved) else ts
     out = bytearray((VERSION,))
-    header_size = _encode_headers(out, {}, [_check_u64(ts, "resolved ts")], [_RESOLVED], [-1], [""], [""])
+    header_size = _encode_headers(out, {}, [_check_u64(resolved_ts, "resolved ts")], [_RESOLVED], [-1], [""], [""])
     return _finish(out, {}, header_size, [[0]])
 
 
@@ -1072,6 +1074,6 @@ def encode(
         if isinstance(event, DdlEvent):
             out.append(encode_ddl(event))
         else:
-            out.append(encode_resolved(event.ts))
+            out.append(encode_resolved(event))
     batcher.flush(out)
     return out

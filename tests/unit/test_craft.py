@@ -184,6 +184,7 @@ def test_v1_resolved() -> None:
     assert decode(h(V1)) == [Resolved(424316592563683329)]
     assert encode_resolved(1).hex() == V1B
     assert decode(h(V1B)) == [Resolved(1)]
+    assert encode_resolved(Resolved(1)).hex() == V1B
 
 
 def test_v2_ddl() -> None:
@@ -612,10 +613,11 @@ def test_encoder_accepts_open_protocol_value_forms() -> None:
         Column("b", TypeCode.BLOB, Flag.BINARY, bytearray(b"\x01")),  # type: ignore[arg-type]
         Column("g", TypeCode.GEOMETRY, 0, b"dropped like the reference does"),
         Column("f", TypeCode.DOUBLE, 0, 2),
+        Column("dd", TypeCode.NEWDATE, 0, dt.datetime(2021, 1, 2, 3, 4)),  # the date part, as Open Protocol
     )
     [row] = decode(encode_rows([RowChange(1, "a", "b", Op.INSERT, cols)])[0])
     assert isinstance(row, RowChange)
-    assert [c.value for c in row.columns] == [dt.date(2021, 1, 1), Decimal(12), b"\x01", None, 2.0]
+    assert [c.value for c in row.columns] == [dt.date(2021, 1, 1), Decimal(12), b"\x01", None, 2.0, dt.date(2021, 1, 2)]
 
 
 @settings(max_examples=200, deadline=None)
