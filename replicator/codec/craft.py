@@ -559,7 +559,11 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
     p = 1
     marks = buf.translate(_MARKS)
 
-    size_len, k = _reversed_uvarint(buf, p)
+    size_len = buf[-1]
+    if size_len < 0x80:
+        k = 1
+    else:
+        size_len, k = _reversed_uvarint(buf, p)
     tables_end = n - k
     tables_at = tables_end - size_len
     if tables_at < p:
@@ -743,11 +747,8 @@ def _uvarint_bytes(v: int) -> bytes:
 
 
 def _zigzag(v: int) -> int:
+    """Go's PutVarint mapping: 0, -1, 1, -2, ... -> 0, 1, 2, 3, ..."""
     return v << 1 if v >= 0 else ((-v) << 1) - 1
-
-
-def _put_varint(out: bytearray, v: int) -> None:
-    _put_uvarint(out, v << 1 if v >= 0 else ((-v) << 1) - 1)
 
 
 def _put_delta_varint_chunk(out: bytearray, data: Sequence[int]) -> None:

@@ -7,7 +7,9 @@ reproduce them byte for byte and the decoder must read them back to the stated e
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import pickle
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from itertools import accumulate
@@ -101,7 +103,8 @@ def test_uvarint_reversed_vectors(value: int, hex_: str) -> None:
     ],
 )
 def test_varint_vectors(value: int, hex_: str) -> None:
-    assert put(lambda out: craft._put_varint(out, value)).hex() == hex_
+    assert put(lambda out: craft._put_uvarint(out, craft._zigzag(value))).hex() == hex_
+    assert put(lambda out: craft._put_delta_varint_chunk(out, [value])).hex() == hex_
     u, end = craft._uvarint(h(hex_), 0, len(hex_) // 2, "v")
     assert end == len(hex_) // 2
     assert (u >> 1) ^ -(u & 1) == value
@@ -275,6 +278,22 @@ def test_every_type_round_trip_and_python_types() -> None:
     assert got["vector"] == "[1,2.5]"
     assert all(type(c) is Column for c in decoded.columns)
     assert type(decoded) is RowChange
+    # Decoded events are ordinary model objects: they pickle (Spark ships them) and hash.
+    assert pickle.loads(pickle.dumps(decoded)) == decoded
+    assert hash(decoded.columns) == hash(row.columns)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decoded.columns[0].value = 1  # type: ignore[misc]
+
+
+def test_fallback_when_the_model_layout_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If Column/RowChange ever stop matching the slotted twins, the constructors are used."""
+    monkeypatch.setattr(craft, "_COLUMN_CLS", craft._ColumnTwin)
+    monkeypatch.setattr(craft, "_ROW_CLS", craft._RowTwin)
+    row = every_type_row()
+    [decoded] = decode(encode_rows([row])[0])
+    assert decoded == row
+    assert type(decoded) is RowChange
+    assert isinstance(decoded, RowChange) and all(type(c) is Column for c in decoded.columns)
 
 
 def test_same_python_values_as_open_protocol() -> None:
