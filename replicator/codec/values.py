@@ -51,8 +51,10 @@ class DecodeOptions:
 DEFAULT_DECODE_OPTIONS = DecodeOptions()
 
 # re.ASCII: `\d` must not match non-ASCII digits; `\Z` (not `$`): no trailing newline accepted.
-_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})\Z", re.ASCII)
-_DATETIME_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\Z", re.ASCII)
+# MySQL's relaxed date format: '-', '/' or '.' between date parts (TiCDC writes '-'; the
+# reference's own test data, e.g. Craft "case 0", carries '2021/01/01 00:00:00').
+_DATE_RE = re.compile(r"^(\d{4})([-/.])(\d{2})\2(\d{2})\Z", re.ASCII)
+_DATETIME_RE = re.compile(r"^(\d{4})([-/.])(\d{2})\2(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\Z", re.ASCII)
 _TIME_RE = re.compile(r"^(-)?(\d{1,3}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\Z", re.ASCII)
 _DECIMAL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\Z", re.ASCII)
 
@@ -67,7 +69,7 @@ def parse_date(text: str, zero_dates: ZeroDates = "error") -> dt.date | None:
     m = _DATE_RE.match(text)
     if not m:
         raise DecodeError(f"invalid DATE value {text!r}")
-    y, mo, d = (int(g) for g in m.groups())
+    y, mo, d = int(m.group(1)), int(m.group(3)), int(m.group(4))
     if mo == 0 or d == 0 or y == 0:
         _zero(text, "date", zero_dates)
         return None
@@ -81,8 +83,8 @@ def _parse_dt(text: str, zero_dates: ZeroDates) -> dt.datetime | None:
     m = _DATETIME_RE.match(text)
     if not m:
         raise DecodeError(f"invalid DATETIME/TIMESTAMP value {text!r}")
-    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
-    frac = m.group(7)
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in (1, 3, 4, 5, 6, 7))
+    frac = m.group(8)
     us = int(frac.ljust(6, "0")) if frac else 0
     if mo == 0 or d == 0 or y == 0:
         _zero(text, "datetime", zero_dates)

@@ -418,7 +418,7 @@ def test_value_decoding(type_code: int, text: bytes, flags: int, expected: objec
     ("type_code", "text", "message"),
     [
         (TypeCode.DATE, b"2021-02-30", "invalid DATE"),
-        (TypeCode.DATE, b"2021/01/01", "invalid DATE"),
+        (TypeCode.DATE, b"2021/01-01", "invalid DATE"),
         (TypeCode.DATETIME, b"2021-01-01 00:00:00+08:00", "invalid DATETIME"),
         (TypeCode.DATETIME, b"2021-01-01 24:00:00", "invalid DATETIME"),
         (TypeCode.TIMESTAMP, b"0000-00-00 00:00:00", "zero datetime"),
@@ -820,3 +820,26 @@ def test_every_single_byte_mutation_of_the_vectors() -> None:
                 assert_decodes_or_fails_cleanly(corrupt(message, i, b))
         for i in range(len(message)):
             assert_decodes_or_fails_cleanly(message[:i])
+
+
+def test_reference_case0_relaxed_date_text_decodes() -> None:
+    """The reference's "case 0" data writes MySQL relaxed dates ('2021/01/01 00:00:00')."""
+    from replicator.events import Column, Op, RowChange
+
+    def img(day: str, n: int) -> tuple[Column, ...]:
+        return (
+            Column("varchar", TypeCode.VARCHAR, 0, f"varchar{n}"),
+            Column("string", TypeCode.STRING, 0, f"string{n}"),
+            Column("date", TypeCode.DATE, 0, dt.date(2021, 1, day)),
+            Column("timestamp", TypeCode.TIMESTAMP, 0, dt.datetime(2021, 1, day, tzinfo=dt.UTC)),
+            Column("datetime", TypeCode.DATETIME, 0, dt.datetime(2021, 1, day)),
+            Column("float", TypeCode.FLOAT, 0, float(n + 1)),
+            Column("long", TypeCode.LONG, 0, 1000 * (n + 1)),
+            Column("null", TypeCode.NULL, 0, None),
+        )
+
+    row = RowChange(424316552636792833, "a", "b", Op.UPDATE, img(2, 1), img(1, 0))
+    (msg,) = encode_rows([row])
+    relaxed = msg.replace(b"2021-01-02", b"2021/01/02").replace(b"2021-01-01", b"2021/01/01")
+    assert relaxed != msg and len(relaxed) == len(msg)
+    assert decode(relaxed) == [row]
