@@ -248,6 +248,10 @@ class Engine:
                         break
                     self.summary.events += len(events)
                     windower.offer(rec.partition, rec.offset, events)
+                    # Bound memory: apply complete windows as soon as the buffer is full.
+                    if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
+                        self._apply_ready(state, windower)
+                        last_apply = time.monotonic()
                 display.update()
                 now = time.monotonic()
                 caught_up = opts.until_caught_up and self.source.caught_up()

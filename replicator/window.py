@@ -101,6 +101,7 @@ class Windower:
         self._rows: dict[TableName, list[_Buffered]] = {}
         self._ddls: dict[tuple[int, str], _PendingDdl] = {}
         self._seq = 0
+        self._buffered = 0
 
     def _add_partition(self, p: int) -> None:
         c = self.cursors.get(p)
@@ -135,6 +136,7 @@ class Windower:
                     self._seq += 1
                     buf = self._rows.setdefault((ev.schema, ev.table), [])
                     buf.append(_Buffered(self._seq, ev, partition, offset, wm_before))
+                    self._buffered += 1
             else:
                 self._offer_ddl(ev, partition, offset, wm_before)
         self._next_offset[partition] = offset + 1
@@ -170,7 +172,14 @@ class Windower:
 
     @property
     def buffered_rows(self) -> int:
-        return sum(len(v) for v in self._rows.values())
+        return self._buffered
+
+    def has_ready_step(self) -> bool:
+        """Cheap check (no batch building): would `next_step()` return a step now?"""
+        w = self.watermark
+        if w > self.applied_ts:
+            return True
+        return any(d.ddl.commit_ts <= w for d in self._ddls.values())
 
     @property
     def pending_ddls(self) -> int:
@@ -209,6 +218,7 @@ class Windower:
             return
         for table in list(self._rows):
             keep = [b for b in self._rows[table] if b.row.commit_ts > step.hi]
+            self._buffered -= len(self._rows[table]) - len(keep)
             if keep:
                 self._rows[table] = keep
             else:
