@@ -36,6 +36,21 @@ class Stream:
     tables: list[str]
     final_ts: int
     truncations: list[tuple[int, str]] = field(default_factory=list)
+    history: list[tuple[int, str, int | None, dict[str, Any] | None]] = field(default_factory=list)
+
+    def state_at(self, ts: int) -> dict[str, dict[int, dict[str, Any]]]:
+        """The true upstream tables after every transaction with commit ts <= ts."""
+        out: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in self.tables}
+        for when, table, key, image in self.history:
+            if when > ts:
+                break
+            if key is None:
+                out[table].clear()
+            elif image is None:
+                out[table].pop(key, None)
+            else:
+                out[table][key] = dict(image)
+        return out
 
 
 def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int = 3,
@@ -47,6 +62,7 @@ def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int
     sent: list[list[Event]] = [[] for _ in range(n_partitions)]
     ts = 1000
     truncations: list[tuple[int, str]] = []
+    history: list[tuple[int, str, int | None, dict[str, Any] | None]] = []
 
     def route(table: str, key: int) -> int:
         return (hash(table) * 31 + key) % n_partitions
@@ -63,6 +79,7 @@ def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int
             t = rnd.choice(tables)
             state[t].clear()
             truncations.append((ts, t))
+            history.append((ts, t, None, None))
             for p in range(n_partitions):
                 parts[p].append(DdlEvent(ts, SCHEMA, t, 11, f"TRUNCATE TABLE `{SCHEMA}`.`{t}`"))
             continue
@@ -79,10 +96,12 @@ def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int
                 image = {"id": key, "qty": rnd.choice([None, rnd.randint(-5, 100)]),
                          "note": rnd.choice(["a", "", None, "é✓"])}
                 rows[key] = image
+                history.append((ts, t, key, image))
                 pending.append((route(t, key), RowChange(ts, SCHEMA, t, Op.INSERT, cols(t, image))))
                 touched[(t, key)] = None
             elif roll < 0.3:
                 old = rows.pop(key)
+                history.append((ts, t, key, None))
                 pending.append((route(t, key), RowChange(ts, SCHEMA, t, Op.DELETE, (), cols(t, {"id": old["id"]}))))
                 touched[(t, key)] = None
             elif roll < 0.45:
@@ -92,6 +111,8 @@ def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int
                 old = rows.pop(key)
                 image = {**old, "id": new_key, "qty": rnd.randint(0, 9)}
                 rows[new_key] = image
+                history.append((ts, t, key, None))
+                history.append((ts, t, new_key, image))
                 # TiCDC splits a key change into delete + insert (each routed by its own key).
                 pending.append((route(t, key), RowChange(ts, SCHEMA, t, Op.DELETE, (), cols(t, old))))
                 pending.append((route(t, new_key), RowChange(ts, SCHEMA, t, Op.INSERT, cols(t, image))))
@@ -101,6 +122,7 @@ def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int
                 old = rows[key]
                 image = {**old, "qty": rnd.choice([None, rnd.randint(0, 50)]), "note": rnd.choice(["b", "ü", None])}
                 rows[key] = image
+                history.append((ts, t, key, image))
                 pending.append((route(t, key), RowChange(ts, SCHEMA, t, Op.UPDATE, cols(t, image), cols(t, old))))
                 touched[(t, key)] = None
         for p, ev in pending:
@@ -119,7 +141,7 @@ def generate(seed: int, *, n_txn: int = 60, n_partitions: int = 3, n_tables: int
     ts += 1
     for p in range(n_partitions):
         parts[p].append(Resolved(ts))
-    return Stream(parts, {t: dict(v) for t, v in state.items()}, tables, ts, truncations)
+    return Stream(parts, {t: dict(v) for t, v in state.items()}, tables, ts, truncations, history)
 
 
 def interleave(stream: Stream, seed: int) -> list[tuple[int, int, Event]]:
