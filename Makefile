@@ -59,8 +59,8 @@ kafka-up: setup ## start the local Kafka broker (KRaft) on 127.0.0.1:$KAFKA_PORT
 kafka-down: ## stop the local Kafka broker
 	@if [ -x $(PY) ]; then $(PY) -m replicator.localkafka down; fi
 
-notebook: setup ## Jupyter on notebooks/ (explores ./warehouse)
-	$(VENV)/bin/python -m jupyter lab notebooks/ || $(VENV)/bin/python -m notebook notebooks/
+notebook: setup ## Jupyter Lab on notebooks/explore.ipynb (explores ./warehouse; REPLICATOR_WAREHOUSE=DIR to change)
+	REPLICATOR_WAREHOUSE=$${REPLICATOR_WAREHOUSE:-$(abspath $(WAREHOUSE))} $(VENV)/bin/jupyter lab --ip 127.0.0.1 notebooks/explore.ipynb
 
 soak: setup ## reliability scenarios at full size
 	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m reliability
