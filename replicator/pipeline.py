@@ -327,6 +327,10 @@ class Engine:
         for (schema, table), rows in sorted(step.rows.items()):
             entry = state.live_table(schema, table) or self._infer_table(state, schema, table, rows)
             spec = entry.table_spec
+            if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
+                from replicator.ddl import adopt_handle_key
+
+                spec = adopt_handle_key(entry, rows)
             changes = collapse(rows, spec.key)
             self._check_columns(entry, rows)
             meta = {"replicator": {"step": n, "applied_ts": step.hi, "kind": "window"}}
