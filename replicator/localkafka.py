@@ -400,6 +400,17 @@ def status(state_dir: Path | str) -> BrokerHandle | None:
     return BrokerHandle(state_dir, pid, port, int(meta.get("controller_port", 0)), already_running=True)
 
 
+def new_cluster_id() -> str:
+    """A Kafka-style base64 UUID that never starts with '-' (StorageTool would read it as a flag).
+
+    Kafka's own Uuid.randomUuid() re-draws such ids for the same reason.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 def _format(java: str, libs: Path, state_dir: Path, cluster_id: str) -> float | None:
     """Format log.dirs once; the JVM is skipped when meta.properties shows it is already formatted."""
     if (state_dir / "data" / "meta.properties").exists():
@@ -414,8 +425,7 @@ def _format(java: str, libs: Path, state_dir: Path, cluster_id: str) -> float | 
         "kafka.tools.StorageTool",
         "format",
         "--standalone",
-        "-t",
-        cluster_id,
+        f"--cluster-id={cluster_id}",
         "-c",
         str(state_dir / "server.properties"),
     ]
@@ -497,7 +507,7 @@ def start(
         java = _java()
         cluster_id = str(meta.get("cluster_id") or "")
         if not cluster_id:
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = new_cluster_id()
         (state_dir / "log4j2.properties").write_text(_LOG4J2)
 
         # Unset ports default to the last ones of this state dir (stable addresses across restarts), but

@@ -210,3 +210,9 @@ def test_cli_up_up_down_is_idempotent(tmp_path: Path) -> None:
         assert _cli("status", "--state-dir", str(state)).returncode == 1
     finally:
         localkafka.stop(state)  # never leak a detached JVM, whatever failed above
+
+
+def test_cluster_ids_never_look_like_flags() -> None:
+    from replicator.localkafka import new_cluster_id
+
+    assert not any(new_cluster_id().startswith("-") for _ in range(5000))
