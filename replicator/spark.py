@@ -51,6 +51,9 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
             .config("spark.sql.session.timeZone", "UTC")
+            # Generated SQL embeds untrusted upstream names: Spark must not expand ${var}/${env:X}
+            # in statement text before parsing (quoting cannot stop that).
+            .config("spark.sql.variable.substitute", "false")
             .config("spark.sql.shuffle.partitions", os.environ.get("REPLICATOR_SHUFFLE_PARTITIONS", "2"))
             .config("spark.default.parallelism", "2")
             .config("spark.ui.enabled", "false")
