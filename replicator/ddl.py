@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqlglot import exp
 
 from replicator import ddlparse as dp
-from replicator.apply import DeltaApplier, column_ddl, delta_ref
+from replicator.apply import DeltaApplier, column_ddl, delta_ref, is_conflict
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, RowChange, tso_to_datetime
 from replicator.typemap import (
@@ -65,6 +65,11 @@ class DdlApplier:
         self.warehouse = warehouse
 
     def apply(self, state: State, ddl: DdlEvent) -> DdlOutcome:
+        """Apply one DDL event to `state` and Delta.
+
+        DdlError (naming code, query and Kafka position) on an unknown code, an unparsable query or
+        an unsupported change; the catalog is then exactly as before, so skipping it is safe.
+        """
         rule = DDL_TYPES.get(ddl.ddl_type)
         if rule is None:
             raise DdlError(_context(f"unknown DDL type code {ddl.ddl_type}", ddl))
@@ -97,9 +102,11 @@ class DdlApplier:
         return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
 
     def has_feature(self, path: str, feature: str) -> bool:
+        """Whether the table's protocol lists a (writer) table feature, e.g. allowColumnDefaults."""
         return bool(self._snapshot(path).protocol().writerFeatureNames().contains(feature))
 
     def description(self, path: str) -> str | None:
+        """The table comment (Delta metadata description)."""
         desc = self._snapshot(path).metadata().description()
         return None if desc is None else str(desc)
 
@@ -157,6 +164,7 @@ def _outcome(done: Sequence[str], uid: str, nothing: str) -> DdlOutcome:
 # Schemas and tables
 
 def _create_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """Schemas are only names (directories): record it so `replicator tables` can group by it."""
     stmt = parse_sql(dp.sanitize(ddl.query))
     name = ""
     if isinstance(stmt, exp.Create) and isinstance(stmt.this, exp.Table):
@@ -169,6 +177,7 @@ def _create_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 
 def _drop_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """Drop = hide: every live table of the schema becomes dropped, its files stay recoverable."""
     stmt = parse_sql(ddl.query)
     name = ""
     if isinstance(stmt, exp.Drop):
@@ -187,6 +196,7 @@ def _drop_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 
 def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """A new Delta table at a deterministic path (same uid on re-run); LIKE copies the catalog spec."""
     head, clause = dp.split_partition_clause(dp.sanitize(ddl.query))
     stmt = parse_sql(head)
     if not isinstance(stmt, exp.Create):
@@ -228,6 +238,7 @@ def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 
 def _drop_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """Catalog-only, so RECOVER TABLE can bring the rows back; files stay until purged."""
     stmt = parse_sql(ddl.query)
     if not isinstance(stmt, exp.Drop):
         raise DdlError("not a DROP TABLE statement")
@@ -245,6 +256,7 @@ def _drop_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 
 def _recover_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """Make the latest dropped table of that name live again (optionally under a new name)."""
     stmt = dp.parse_recover(ddl.query)
     schema = stmt.schema or ddl.schema
     table = stmt.table or ddl.table
@@ -264,6 +276,7 @@ def _recover_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 
 def _truncate_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """Predicate-less DELETE: Delta removes whole files (metadata only); re-running deletes nothing new."""
     stmt = parse_sql(ddl.query)
     if not isinstance(stmt, exp.TruncateTable):
         raise DdlError("not a TRUNCATE TABLE statement")
@@ -281,6 +294,7 @@ def _truncate_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome
 
 
 def _rename_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """`RENAME TABLE a TO b[, ...]` or `ALTER TABLE a RENAME [TO|AS] b`: catalog only."""
     query = dp.sanitize(ddl.query)
     pairs = dp.parse_rename_tables(query)
     if pairs is None:
@@ -344,6 +358,7 @@ class _Alter:
 
 
 def _alter_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """Every ALTER TABLE action in statement order (codes 5, 6, 12, 15, 17, 32, 33 share it)."""
     query = dp.sanitize(ddl.query)
     listed = dp.parse_add_column_list(query)
     options: list[exp.Expression] = []
@@ -399,6 +414,7 @@ def _alter_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 
 def _alter_action(alt: _Alter, action: exp.Expression) -> None:
+    """One non-ADD action; index/constraint changes are recorded as ignored."""
     if isinstance(action, exp.Drop):
         kind = str(action.args.get("kind") or "").upper()
         if kind == "COLUMN":
@@ -481,6 +497,7 @@ def _add_columns(alt: _Alter, defs: Sequence[exp.ColumnDef]) -> None:
 
 
 def _drop_columns(alt: _Alter, action: exp.Drop) -> None:
+    """DROP COLUMNS of the ones still in Delta (metadata-only with column mapping)."""
     names = []
     for t in action.args.get("tables") or []:
         col = _lookup(alt.spec, t.name)
@@ -502,6 +519,7 @@ def _drop_columns(alt: _Alter, action: exp.Drop) -> None:
 
 
 def _rename_column(alt: _Alter, old: str, new: str) -> None:
+    """RENAME COLUMN unless Delta already has the new name (re-run); the merge key follows."""
     if old == new:
         return
     clash = _lookup(alt.spec, new)
@@ -574,6 +592,8 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
     """
     name, tmp = new.name, TMP_PREFIX + new.name
     fields = alt.applier.fields(alt.path)
+    if _field(fields, tmp) is None and _field(fields, name) is None:
+        raise DdlError(f"Delta table {alt.path} has no column {name!r}")
     if _field(fields, tmp) is None:
         alt.applier.ensure_types(alt.path, [new.spark_type])
         tmp_col = replace(new, name=tmp, nullable=True)
@@ -583,6 +603,8 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
             alt.applier.sql(f"UPDATE {alt.ref} SET {quote_ident(tmp)} = "
                             f"{dp.cast_expr(name, delta_type, new.spark_type)}")
         except Exception as exc:  # Spark's AnalysisException / SparkException (ANSI cast errors)
+            if is_conflict(exc):
+                raise  # a concurrent writer: retryable, not a property of the data
             alt.applier.sql(f"ALTER TABLE {alt.ref} DROP COLUMNS ({quote_ident(tmp)})")
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DdlError(f"values of column {name!r} do not convert from {delta_type} to {new.spark_type}: "
@@ -636,12 +658,14 @@ def _sync_delta_default(alt: _Alter, col: ColumnSpec, field: StructField) -> Non
 
 
 def _set_key(alt: _Alter, key: Sequence[str]) -> None:
+    """The merge key the engine builds every MERGE ON clause from."""
     alt.spec = replace(alt.spec, key=tuple(key))
     alt.done.append(f"merge key = {list(key)}" if key else
                     "merge key cleared (the next rows' handle-key columns become the key)")
 
 
 def _table_comment(alt: _Alter, comment: str) -> None:
+    """Table comment = Delta `comment` property (shown as the description)."""
     if alt.applier.description(alt.path) != comment:
         alt.applier.sql(f"ALTER TABLE {alt.ref} SET TBLPROPERTIES ('comment' = {quote_string(comment)})")
     alt.spec = replace(alt.spec, comment=comment or None)
@@ -652,6 +676,7 @@ def _table_comment(alt: _Alter, comment: str) -> None:
 # Partitions
 
 def _partition_op(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """ADD (catalog), DROP and TRUNCATE PARTITION (DELETE of exactly those partitions' rows)."""
     op = dp.parse_partition_op(dp.sanitize(ddl.query))
     if op is None:
         raise DdlError("not an ALTER TABLE .. ADD/DROP/TRUNCATE PARTITION statement")
@@ -727,6 +752,7 @@ class DdlRule:
 
 
 def _noop(code: int, name: str, reason: str) -> DdlRule:
+    """A code with nothing to do on the Delta side, and why."""
     return DdlRule(code, name, "no-op", reason)
 
 
