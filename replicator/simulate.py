@@ -1197,7 +1197,7 @@ def produce(sim: Simulation, bootstrap: str, topic: str, *, progress: Callable[[
         ensure_topic(bootstrap, topic, sim.config.partitions)
     started = time.monotonic()
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=1 << 20,
-                             buffer_memory=128 << 20, max_request_size=32 << 20, enable_idempotence=True,
+                             max_request_size=32 << 20, enable_idempotence=True,
                              client_id="replicator-simulate")
     counts = {p: 0 for p in range(sim.config.partitions)}
     failures: list[BaseException] = []

@@ -230,7 +230,8 @@ def _state(rows: list[dict[str, Any]], columns: list[list[str]], key: list[str])
 
 def test_compare_tables_normalises_and_reports() -> None:
     exp_state = _state(
-        [{"id": 18446744073709551615, "d": "1.50", "f": 0.1, "ts": "2024-01-01 00:00:00.5+00:00", "b": {"base64": "AA=="}},
+        [{"id": 18446744073709551615, "d": "1.50", "f": 0.1, "ts": "2024-01-01 00:00:00.5+00:00",
+          "b": {"base64": "AA=="}},
          {"id": 2, "d": "2.00", "f": 1.0, "ts": None, "b": None}],
         [["id", "BIGINT UNSIGNED"], ["d", "DECIMAL(5,2)"], ["f", "FLOAT"], ["ts", "TIMESTAMP"], ["b", "BLOB"]], ["id"])
     types = {"id": "DECIMAL(20,0)", "d": "DECIMAL(5,2)", "f": "FLOAT", "ts": "TIMESTAMP", "b": "BINARY"}

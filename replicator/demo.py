@@ -1,0 +1,277 @@
+"""`make run`: the embedded default, end to end, with no Kafka or TiDB of the user's own.
+
+Starts the local broker (``replicator.localkafka``, port $KAFKA_PORT or 9092; a free port when that
+one is taken by another program), simulates one TiCDC workload into two fresh topics (Open
+Protocol and Craft: same model upstream, same seed), replicates each until caught up (open ->
+``./warehouse``, craft -> ``./warehouse-craft``), checks both against the simulator's expected
+state (any difference fails the run), prints a per-table summary, and captures the Open Protocol
+topic into an archive (``state/demo/archive``) to show the replay-beyond-retention path.
+
+Re-running is safe: every run uses new topic names (older demo topics are deleted) and recreates
+the two demo warehouses (only directories that are replicator warehouses are ever removed). The
+broker is left running for the commands printed at the end; ``make kafka-down`` stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replicator.errors import ConfigError, ReplicatorError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from replicator.pipeline import RunSummary
+    from replicator.simcheck import ActualTable
+
+log = logging.getLogger("replicator.demo")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_STATE = REPO_ROOT / "state" / "demo"
+TOPIC_PREFIX = "replicator-demo-"
+PROTOCOLS = ("open", "craft")
+# Every mid-stream DDL is a barrier that splits the stream into one more MERGE per table; this
+# subset shows schema evolution (new column, type widening, truncate) while keeping `make run`
+# to a few minutes on two cores. `--ddl auto` runs every kind this build applies.
+DEMO_DDL = ("create_schema", "add_column", "modify_column", "truncate")
+
+
+def say(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def ensure_broker(port: int) -> str:
+    """The local broker's bootstrap address, starting it when it is not running."""
+    from replicator import localkafka
+
+    running = localkafka.status(localkafka.DEFAULT_STATE_DIR)
+    if running is not None:
+        note = "" if running.port == port else f" (not {port}: it was started on that port earlier)"
+        say(f"kafka   local broker already running on {running.bootstrap}{note}")
+        return running.bootstrap
+    wanted: int | None = port
+    if not _port_free(port):
+        say(f"kafka   port {port} is taken by another program: starting the local broker on a free port instead")
+        wanted = None
+    handle = localkafka.start(localkafka.DEFAULT_STATE_DIR, wanted)
+    say(f"kafka   started the local broker on {handle.bootstrap} (pid {handle.pid}, ready in "
+        f"{handle.ready_seconds or 0:.1f}s; data in {handle.state_dir})")
+    return handle.bootstrap
+
+
+def delete_old_demo_topics(bootstrap: str, keep: Sequence[str]) -> list[str]:
+    """Drop topics of earlier demo runs so repeated `make run`s do not fill the disk."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="replicator-demo")
+    try:
+        old = [t for t in admin.list_topics() if t.startswith(TOPIC_PREFIX) and t not in keep]
+        if old:
+            try:
+                admin.delete_topics(old, timeout_ms=30000)
+            except KafkaError as exc:  # housekeeping only
+                log.warning("could not delete old demo topics: %s", exc)
+        return old
+    finally:
+        admin.close()
+
+
+def recreate_warehouse(path: Path) -> None:
+    """Remove a previous demo warehouse; refuse to touch a directory that is not a warehouse."""
+    if path.exists():
+        is_warehouse = (path / "_replicator").is_dir()
+        if not is_warehouse and any(path.iterdir()):
+            raise ConfigError(f"{path} exists and is not a replicator warehouse; move it away or pass --warehouse")
+        shutil.rmtree(path)
+
+
+def replicate(spark: SparkSession, bootstrap: str, topic: str, protocol: str, warehouse: Path) -> RunSummary:
+    from replicator.pipeline import Engine, RunOptions
+    from replicator.source import KafkaSettings, KafkaSource
+
+    source = KafkaSource(KafkaSettings(bootstrap, topic, group_id=f"replicator-{topic}"))
+    options = RunOptions(warehouse=str(warehouse), protocol=protocol, until_caught_up=True)  # type: ignore[arg-type]
+    return Engine(source, options, spark=spark).run()
+
+
+def summary_table(title: str, tables: dict[str, ActualTable], summary: RunSummary) -> Any:
+    from rich.table import Table
+
+    from replicator.events import tso_to_datetime
+
+    wm = summary.watermark
+    when = tso_to_datetime(wm).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if wm else "-"
+    lag = f"{summary.lag_s:.1f}s" if summary.lag_s is not None else "n/a"
+    table = Table(title=title, title_justify="left")
+    for col, justify in (("table", "left"), ("rows", "right"), ("key", "left"), ("watermark (UTC)", "left"),
+                         ("lag", "right"), ("upserts", "right"), ("deletes", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for name, t in sorted(tables.items()):
+        counts = summary.tables.get(name)
+        table.add_row(name, str(len(t.rows)), ", ".join(t.key), when, lag,
+                      str(counts.upserts if counts else 0), str(counts.deletes if counts else 0))
+    return table
+
+
+def capture_archive(bootstrap: str, topic: str, directory: Path) -> str:
+    from replicator.capture import CaptureOptions, capture
+
+    if directory.exists():
+        shutil.rmtree(directory)
+    result = capture(CaptureOptions(bootstrap_servers=bootstrap, topic=topic, out=directory, start="earliest",
+                                    until_caught_up=True, group_id=None))
+    return f"{result.records} records in {len(result.files)} file(s)"
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from replicator.simcheck import compare_tables, read_warehouse
+    from replicator.simulate import SimConfig, Simulation, produce
+    from replicator.spark import get_spark
+
+    started = time.monotonic()
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    warehouse = Path(args.warehouse)
+    warehouses = {"open": warehouse, "craft": warehouse.parent / f"{warehouse.name}-craft"}
+    protocols = [p for p in PROTOCOLS if p in args.protocols.split(",")]
+    if not protocols:
+        raise ConfigError("--protocols must name open and/or craft")
+    for p in protocols:
+        recreate_warehouse(warehouses[p])
+
+    bootstrap = args.bootstrap_servers or ensure_broker(args.port)
+    run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    topics = {p: f"{TOPIC_PREFIX}{p}-{run_id}" for p in protocols}
+    if not args.bootstrap_servers:
+        removed = delete_old_demo_topics(bootstrap, list(topics.values()))
+        if removed:
+            say(f"kafka   deleted {len(removed)} topic(s) of earlier demo runs")
+
+    start_time = dt.datetime.now(dt.UTC)
+    state = Path(args.state_dir)
+    if args.ddl == "demo":
+        from replicator.simulate import supported_ddl_kinds
+
+        ddl: str | list[str] = [k for k in DEMO_DDL if k in supported_ddl_kinds()]
+    else:
+        ddl = args.ddl
+    expected = None
+    state.mkdir(parents=True, exist_ok=True)
+    for p in protocols:
+        t0 = time.monotonic()
+        sim = Simulation(SimConfig(protocol=p, seed=args.seed, events=args.events, partitions=args.partitions,  # type: ignore[arg-type]
+                                   tables=args.tables, start_time=start_time, ddl=ddl))
+        report = produce(sim, bootstrap, topics[p])
+        expected = sim.expected
+        expected.write(state / f"expected-{p}.json")
+        st = sim.stats
+        say(f"simulate {p:<5} {st.row_changes} row changes in {st.transactions} transactions, {st.ddl} DDL "
+            f"({', '.join(sim.ddl_kinds)}), {st.resolved} resolved, {st.replayed_events} replayed "
+            f"-> {report.total} records in topic {topics[p]} ({time.monotonic() - t0:.1f}s)")
+    assert expected is not None
+    say(f"expected final tables: {state}/expected-<protocol>.json")
+
+    spark = get_spark("replicator-demo")
+    failures = 0
+    for p in protocols:
+        t0 = time.monotonic()
+        say(f"replicate {p} -> {warehouses[p]} ...")
+        summary = replicate(spark, bootstrap, topics[p], p, warehouses[p])
+        tables = read_warehouse(spark, warehouses[p])
+        diffs = compare_tables(expected, tables)
+        if summary.watermark < expected.watermark:
+            diffs.insert(0, f"applied watermark {summary.watermark} is behind the stream's {expected.watermark}")
+        console.print(summary_table(f"{warehouses[p]}  ({p}, topic {topics[p]}, {summary.records} records, "
+                                    f"{summary.replays_dropped} replays dropped, {summary.ddl_applied} DDL, "
+                                    f"{time.monotonic() - t0:.0f}s)", tables, summary))
+        if diffs:
+            failures += 1
+            say(f"CHECK FAILED for {p}: {len(diffs)} difference(s) from the expected state:")
+            for d in diffs[:40]:
+                say(f"  {d}")
+        else:
+            say(f"check  {p}: every table equals the simulator's expected state "
+                f"({sum(len(t.rows) for t in tables.values())} rows in {len(tables)} tables)")
+
+    if "open" in protocols and not args.skip_capture:
+        archive = state / "archive"
+        say(f"capture {topics['open']} -> {archive}: {capture_archive(bootstrap, topics['open'], archive)}")
+
+    say()
+    say(f"done in {time.monotonic() - started:.0f}s.")
+    say("next:")
+    say("  make notebook                      explore ./warehouse in Jupyter (notebooks/)")
+    say(f"  .venv/bin/replicator tables --warehouse {warehouse}")
+    if "open" in protocols:
+        say(f"  .venv/bin/replicator run --bootstrap-servers {bootstrap} --topic {topics['open']} --protocol open "
+            f"--warehouse {warehouse} --until-caught-up      # catch up again (nothing new: no-op)")
+        if not args.skip_capture:
+            say(f"  .venv/bin/replicator run --archive {state / 'archive'} --warehouse /tmp/from-archive"
+                "      # rebuild from the archive")
+    say(f"  .venv/bin/replicator simulate --protocol open --bootstrap-servers {bootstrap} --topic my-topic"
+        "      # your own workload")
+    if not args.bootstrap_servers:
+        say("  make kafka-down                    stop the local Kafka broker (left running for the commands above)")
+    return 1 if failures else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m replicator.demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--warehouse", default="./warehouse", help="Open Protocol warehouse (craft: <warehouse>-craft)")
+    p.add_argument("--events", type=int, default=20_000, help="row changes to simulate (default 20000)")
+    p.add_argument("--seed", type=int, default=1, help="simulator seed (default 1)")
+    p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
+    p.add_argument("--tables", type=int, default=4, help="simulated tables (default 4)")
+    p.add_argument("--protocols", default="open,craft", help="open, craft or both (default open,craft)")
+    p.add_argument("--ddl", default="demo", help="mid-stream DDL kinds: demo (default: add/modify column, "
+                   "truncate), auto, all, none or a comma list (see `replicator simulate --help`)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("KAFKA_PORT") or 9092),
+                   help="local broker port (default $KAFKA_PORT or 9092)")
+    p.add_argument("--bootstrap-servers", help="use this running broker instead of the local one (tests)")
+    p.add_argument("--skip-capture", action="store_true", help="do not capture the topic into an archive")
+    p.add_argument("--state-dir", default=str(DEMO_STATE), help=f"expected files and archive (default {DEMO_STATE})")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("kafka", "py4j", "pyspark"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    # Delta logs a benign "Failed to translate filter" ERROR per read of a table with deletion vectors.
+    os.environ.setdefault("REPLICATOR_SPARK_LOG_LEVEL", "FATAL")
+    try:
+        return run(args)
+    except ReplicatorError as exc:
+        sys.stderr.write(f"make run: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""`make run` helpers that need no broker: port fallback, warehouse recreation."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replicator import demo, localkafka
+from replicator.errors import ConfigError
+
+
+class FakeHandle:
+    def __init__(self, port: int) -> None:
+        self.port, self.pid, self.ready_seconds, self.state_dir = port, 4242, 1.0, Path("/x")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def fake_start(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    calls: list[Any] = []
+
+    def start(state_dir: Path, port: int | None = None, *a: Any, **kw: Any) -> FakeHandle:
+        calls.append(port)
+        return FakeHandle(port or 45678)
+
+    monkeypatch.setattr(localkafka, "status", lambda state_dir: None)
+    monkeypatch.setattr(localkafka, "start", start)
+    return calls
+
+
+def test_broker_on_the_requested_port(fake_start: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert demo.ensure_broker(port) == f"127.0.0.1:{port}"
+    assert fake_start == [port]
+    assert "started the local broker" in capsys.readouterr().out
+
+
+def test_taken_port_falls_back_to_a_free_one(fake_start: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert demo.ensure_broker(port) == "127.0.0.1:45678"
+    assert fake_start == [None]
+    assert f"port {port} is taken by another program" in capsys.readouterr().out
+
+
+def test_running_broker_is_reused(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(localkafka, "status", lambda state_dir: FakeHandle(9999))
+    monkeypatch.setattr(localkafka, "start", lambda *a, **k: pytest.fail("must not start a second broker"))
+    assert demo.ensure_broker(9092) == "127.0.0.1:9999"
+    assert "already running on 127.0.0.1:9999 (not 9092" in capsys.readouterr().out
+
+
+def test_recreate_warehouse_only_removes_warehouses(tmp_path: Path) -> None:
+    wh = tmp_path / "warehouse"
+    (wh / "_replicator").mkdir(parents=True)
+    (wh / "tables").mkdir()
+    demo.recreate_warehouse(wh)
+    assert not wh.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    demo.recreate_warehouse(empty)
+    assert not empty.exists()
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not a replicator warehouse"):
+        demo.recreate_warehouse(other)
+    assert (other / "notes.txt").exists()
+    demo.recreate_warehouse(tmp_path / "missing")  # nothing to do
