@@ -38,7 +38,7 @@ from replicator.archive import (
     list_archive_files,
 )
 from replicator.errors import ConfigError, DecodeError, KafkaSourceError
-from replicator.framing import FrameReader, scan
+from replicator.framing import FrameReader, fsync_dir, scan
 
 log = logging.getLogger("replicator.capture")
 
@@ -227,6 +227,12 @@ class Capture:
             finally:
                 writer.close()
                 summary.files = [o.out / archive_file_name(s) for s in range(first_seq, writer.sequence + 1)]
+                if not summary.records and writer.sequence == first_seq:
+                    # Nothing new (e.g. a scheduled capture): leave no empty file; the next session
+                    # takes this sequence number again.
+                    summary.files[0].unlink(missing_ok=True)
+                    fsync_dir(o.out)
+                    summary.files = []
             self._commit(consumer, tps, summary)
         finally:
             consumer.close()

@@ -963,7 +963,8 @@ class Simulation:
         weights = [t.template.weight for t in live]
         touched: set[tuple[str, tuple[Value, ...]]] = set()
         out: list[tuple[int, RowChange]] = []
-        target = max(20, self.config.events // (len(self._tables) * 4))
+        # Live rows per table: grows with the stream, capped so a million events stay in bounded memory.
+        target = max(20, min(20_000, self.config.events // (len(self._tables) * 4)))
         for _ in range(self._txn_size()):
             table = rnd.choices(live, weights)[0]
             size = len(table.keys)

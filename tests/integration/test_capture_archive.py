@@ -126,9 +126,11 @@ def test_capture_resumes_repairs_and_commits(kafka_bootstrap: str, tmp_path: Pat
     nulls = [r for r in records if r.partition == 0 and r.offset == 0]
     assert nulls[0].key is None and nulls[0].value == b"v0"
 
-    # Nothing new: a third capture writes no records (one empty file), and a new directory
-    # starts from the group's committed offsets.
-    assert capture(opts).records == 0
+    # Nothing new: a third capture writes no records and leaves no file behind, and a new
+    # directory starts from the group's committed offsets.
+    files = list_archive_files(out)
+    third = capture(opts)
+    assert third.records == 0 and third.files == [] and list_archive_files(out) == files
     fresh = capture(CaptureOptions(kafka_bootstrap, topic, tmp_path / "fresh", until_caught_up=True, group_id=group))
     assert fresh.records == 0
     assert "committed offset of group" in fresh.render()
