@@ -65,5 +65,5 @@ notebook: setup ## Jupyter Lab on notebooks/explore.ipynb (explores ./warehouse;
 soak: setup ## reliability scenarios at full size
 	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m reliability
 
-clean: kafka-down ## remove venv, caches, local state and ./warehouse
-	rm -rf $(VENV) $(CACHE) state warehouse build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+clean: kafka-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
+	rm -rf $(VENV) $(CACHE) state warehouse warehouse-craft build .pytest_cache .mypy_cache .ruff_cache .hypothesis
