@@ -223,7 +223,9 @@ def run(args: argparse.Namespace) -> int:
     say()
     say(f"done in {time.monotonic() - started:.0f}s.")
     say("next:")
-    say("  make notebook                      explore ./warehouse in Jupyter (notebooks/)")
+    say(f"  make notebook                      explore {warehouse} in Jupyter (notebooks/explore.ipynb)")
+    if "craft" in protocols:
+        say(f"  make notebook WAREHOUSE={warehouses['craft']}      the Craft warehouse")
     say(f"  .venv/bin/replicator tables --warehouse {warehouse}")
     if "open" in protocols:
         say(f"  .venv/bin/replicator run --bootstrap-servers {bootstrap} --topic {topics['open']} --protocol open "
