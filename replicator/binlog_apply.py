@@ -40,6 +40,7 @@ import sqlglot
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
+from replicator.apply import column_ddl
 from replicator.binlog import BinlogEvent, read_binlog, split_binlog_name
 from replicator.errors import (
     ConfigError,
@@ -638,15 +639,6 @@ def _translate_truncate(tree: exp.TruncateTable, ctx: _Ctx) -> list[Action]:
     return [Dml(table, f"DELETE FROM {table.ref}")]  # Delta 4.0 has no TRUNCATE; DELETE is metadata-only
 
 
-def _column_ddl(col: ColumnInfo, *, not_null: bool = True) -> str:
-    text = f"{quote_ident(col.name)} {col.spark_type}"
-    if not_null and not col.nullable:
-        text += " NOT NULL"
-    if col.comment:
-        text += f" COMMENT {quote_string(col.comment)}"
-    return text
-
-
 def _column_flags(col: exp.ColumnDef) -> tuple[bool, bool, bool]:
     """(auto_increment, on update now, primary key) from a column definition's constraints."""
     kinds = [c.args.get("kind") for c in col.constraints]
@@ -700,7 +692,7 @@ def _translate_create(tree: exp.Create, ctx: _Ctx) -> list[Action]:
     props_sql = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in TABLE_PROPERTIES.items())
     comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
     sql = (
-        f"CREATE TABLE IF NOT EXISTS {info.ref} ({', '.join(_column_ddl(c) for c in columns)}) USING delta"
+        f"CREATE TABLE IF NOT EXISTS {info.ref} ({', '.join(column_ddl(c) for c in columns)}) USING delta"
         f"{comment} TBLPROPERTIES ({props_sql})"
     )
     return [CreateTable(info, sql)]
@@ -739,7 +731,7 @@ def _translate_alter(tree: exp.Alter, ctx: _Ctx) -> list[Action]:
             else:
                 cols.append(col)
             table = table.model_copy(update={"columns": tuple(cols)})
-            add = f"ALTER TABLE {table.ref} ADD COLUMNS ({_column_ddl(col, not_null=False)}{where})"
+            add = f"ALTER TABLE {table.ref} ADD COLUMNS ({column_ddl(col, with_not_null=False)}{where})"
             actions.append(AddColumn(table, col.name, add))
             # MySQL gives existing rows the default (or the type's implicit zero for NOT NULL): backfill.
             fill: str | None = None
