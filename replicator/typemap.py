@@ -11,7 +11,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from decimal import Decimal
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from typing import Any, cast
 
 import sqlglot
@@ -404,8 +404,14 @@ def _to_bytes(spec: ColumnSpec) -> Converter:
     return conv
 
 
-def _to_decimal(spec: ColumnSpec, scale: int) -> Converter:
-    quantum = Decimal(1).scaleb(-scale)
+# Wide enough for DECIMAL(65,30) and anything else TiDB sends: the default context has 28 digits,
+# so quantize() would raise InvalidOperation on DECIMAL(38,10) values with 29+ significant digits.
+_DEC_CTX = Context(prec=200, rounding=ROUND_HALF_EVEN, Emax=MAX_EMAX, Emin=MIN_EMIN)
+
+
+def _to_decimal(spec: ColumnSpec, precision: int, scale: int) -> Converter:
+    quantum = Decimal(1).scaleb(-scale, context=_DEC_CTX)
+    limit = Decimal(10) ** (precision - scale)
 
     def conv(v: Any) -> Any:
         if v is None:
@@ -415,9 +421,14 @@ def _to_decimal(spec: ColumnSpec, scale: int) -> Converter:
         d = v if isinstance(v, Decimal) else Decimal(v) if isinstance(v, (int, str)) else None
         if d is None:
             raise SchemaError(f"column {spec.name!r}: {type(v).__name__} value for {spec.spark_type}")
-        q = d.quantize(quantum)
+        try:
+            q = d.quantize(quantum, context=_DEC_CTX)
+        except InvalidOperation:
+            raise SchemaError(f"column {spec.name!r}: {d} does not fit {spec.spark_type}") from None
         if q != d:
             raise SchemaError(f"column {spec.name!r}: {d} does not fit {spec.spark_type} without rounding")
+        if abs(q) >= limit:
+            raise SchemaError(f"column {spec.name!r}: {d} exceeds the precision of {spec.spark_type}")
         return q
 
     return conv
@@ -482,7 +493,7 @@ def converter_for(spec: ColumnSpec) -> Converter:
         return _to_bytes(spec)
     m = _DEC_RE.match(st.replace(" ", ""))
     if m:
-        return _to_decimal(spec, int(m.group(2)))
+        return _to_decimal(spec, int(m.group(1)), int(m.group(2)))
     if st in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
         return _to_int(spec)
     if st in ("FLOAT", "DOUBLE"):
