@@ -427,7 +427,7 @@ def _to_decimal(spec: ColumnSpec, precision: int, scale: int) -> Converter:
             raise SchemaError(f"column {spec.name!r}: {d} does not fit {spec.spark_type}") from None
         if q != d:
             raise SchemaError(f"column {spec.name!r}: {d} does not fit {spec.spark_type} without rounding")
-        if abs(q) >= limit:
+        if q.copy_abs() >= limit:  # abs() would round to the 28-digit default context
             raise SchemaError(f"column {spec.name!r}: {d} exceeds the precision of {spec.spark_type}")
         return q
 
