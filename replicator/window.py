@@ -268,15 +268,19 @@ class Change:
     image: dict[str, Value] | None
 
 
+def _missing_key(row: RowChange, name: str) -> SchemaError:
+    return SchemaError(
+        f"row of {row.schema}.{row.table} at commit ts {row.commit_ts} lacks handle-key column "
+        f"{name!r}" + (f" ({row.position})" if row.position else "")
+    )
+
+
 def _key_of(image: Sequence[Column], key: Sequence[str], row: RowChange) -> tuple[Any, ...]:
     values: dict[str, Value] = {c.name: c.value for c in image}
     try:
-        return tuple(values[k] for k in key)
+        return tuple([values[k] for k in key])
     except KeyError as exc:
-        raise SchemaError(
-            f"row of {row.schema}.{row.table} at commit ts {row.commit_ts} lacks handle-key column "
-            f"{exc.args[0]!r}" + (f" ({row.position})" if row.position else "")
-        ) from None
+        raise _missing_key(row, exc.args[0]) from None
 
 
 def collapse(rows: Sequence[RowChange], key: Sequence[str]) -> list[Change]:
@@ -284,21 +288,28 @@ def collapse(rows: Sequence[RowChange], key: Sequence[str]) -> list[Change]:
 
     An update whose key changed deletes the old key. Later changes win: a replayed older version
     that arrived later sorts before the newer one by commit ts, so it never overwrites it.
+    Hot path (every row of a step): each image becomes a dict once, reused for its key.
     """
     net: dict[tuple[Any, ...], Change] = {}
+    key = tuple(key)
     for row in rows:
-        if row.op is Op.DELETE:
+        op = row.op
+        if op is Op.DELETE:
             image = row.old_columns or row.columns
             k = _key_of(image, key, row)
             net[k] = Change(k, True, None)
             continue
-        new_key = _key_of(row.columns, key, row)
-        if row.op is Op.UPDATE and row.old_columns:
-            old_names = {c.name for c in row.old_columns}
-            if all(k in old_names for k in key):
-                old_key = _key_of(row.old_columns, key, row)
+        values: dict[str, Value] = {c.name: c.value for c in row.columns}
+        try:
+            new_key = tuple([values[k] for k in key])
+        except KeyError as exc:
+            raise _missing_key(row, exc.args[0]) from None
+        if op is Op.UPDATE and row.old_columns:
+            old: dict[str, Value] = {c.name: c.value for c in row.old_columns}
+            if all(k in old for k in key):
+                old_key = tuple([old[k] for k in key])
                 if old_key != new_key:
                     net[old_key] = Change(old_key, True, None)
         net.pop(new_key, None)  # re-insert so dict order follows the last change
-        net[new_key] = Change(new_key, False, {c.name: c.value for c in row.columns})
+        net[new_key] = Change(new_key, False, values)
     return list(net.values())
