@@ -47,8 +47,8 @@ lint: setup ## ruff + mypy
 	$(VENV)/bin/ruff check replicator tests
 	$(VENV)/bin/mypy replicator
 
-bench: setup ## benchmarks -> bench/results.md
-	$(PY) -m replicator.bench
+bench: setup ## benchmarks -> bench/results.md + results.png (BENCH_ARGS="--events 100000", "--quick")
+	$(PY) -m replicator.bench $(BENCH_ARGS)
 
 run: setup ## main job on the embedded default: local broker, simulated stream, ./warehouse
 	$(PY) -m replicator.demo --warehouse $(WAREHOUSE)
