@@ -115,28 +115,38 @@ _date_fromiso = dt.date.fromisoformat
 _datetime_fromiso = dt.datetime.fromisoformat
 
 
+def _relaxed_to_iso(text: str) -> str:
+    """MySQL's relaxed 'YYYY/MM/DD...' or 'YYYY.MM.DD...' (the reference's own case-0 data writes
+    them) as 'YYYY-MM-DD...', so that it takes the fast path too; anything else unchanged."""
+    if len(text) >= 10 and text[4] == text[7] and text[4] in "/.":
+        return f"{text[:4]}-{text[5:7]}-{text[8:]}"
+    return text
+
+
 def _date(text: str, zero_dates: _values.ZeroDates) -> dt.date | None:
-    if len(text) == 10 and text[4] == "-" and text[7] == "-" and text.isascii():
+    iso = text if text[4:5] == "-" else _relaxed_to_iso(text)
+    if len(iso) == 10 and iso[4] == "-" and iso[7] == "-" and iso.isascii():
         try:
-            return _date_fromiso(text)
+            return _date_fromiso(iso)
         except ValueError:
             pass
     return _values.parse_date(text, zero_dates)
 
 
 def _naive_datetime(text: str, zero_dates: _values.ZeroDates) -> dt.datetime | None:
-    n = len(text)
+    iso = text if text[4:5] == "-" else _relaxed_to_iso(text)
+    n = len(iso)
     if (
-        (n == 19 or (21 <= n <= 26 and text[19] == "." and text[20:].isdigit()))
-        and text[4] == "-"
-        and text[7] == "-"
-        and (text[10] == " " or text[10] == "T")
-        and text[13] == ":"
-        and text[16] == ":"
-        and text.isascii()
+        (n == 19 or (21 <= n <= 26 and iso[19] == "." and iso[20:].isdigit()))
+        and iso[4] == "-"
+        and iso[7] == "-"
+        and (iso[10] == " " or iso[10] == "T")
+        and iso[13] == ":"
+        and iso[16] == ":"
+        and iso.isascii()
     ):
         try:
-            value = _datetime_fromiso(text)
+            value = _datetime_fromiso(iso)
         except ValueError:
             pass
         else:
