@@ -251,10 +251,10 @@ def _decode_all(protocol: str, messages: Sequence[tuple[bytes | None, bytes]]) -
 def bench_codecs(cfg: BenchConfig) -> dict[str, Any]:
     """Section 1: case 0 ns/message, workload events/s and MB/s, message sizes."""
     row = case0_row()
-    (craft_msg,) = craft.encode_rows([row])
-    craft_msg = _relaxed(craft_msg)
-    ((open_key, open_value),) = open_protocol.encode_rows([row])
-    open_value = _relaxed(open_value)
+    (craft_ticdc,) = craft.encode_rows([row])
+    craft_msg = _relaxed(craft_ticdc)
+    ((open_key, open_ticdc),) = open_protocol.encode_rows([row])
+    open_value = _relaxed(open_ticdc)
     (c_ev,), (o_ev,) = craft.decode(craft_msg), open_protocol.decode(open_key, open_value)
     assert isinstance(c_ev, RowChange) and isinstance(o_ev, RowChange)
     assert sorted(c_ev.columns, key=str) == sorted(o_ev.columns, key=str)  # Open Protocol sorts by name
@@ -263,11 +263,15 @@ def bench_codecs(cfg: BenchConfig) -> dict[str, Any]:
         "open decode": lambda: open_protocol.decode(open_key, open_value),
         "craft encode": lambda: craft.encode_rows([row]),
         "open encode": lambda: open_protocol.encode_rows([row]),
+        "craft decode_ticdc": lambda: craft.decode(craft_ticdc),
+        "open decode_ticdc": lambda: open_protocol.decode(open_key, open_ticdc),
     }, 5 if cfg.quick else 9)
     case0: dict[str, dict[str, Any]] = {
-        "craft": {"decode": t["craft decode"], "encode": t["craft encode"], "size": _sizes(None, craft_msg)},
-        "open": {"decode": t["open decode"], "encode": t["open encode"], "size": _sizes(open_key, open_value)},
+        p: {"decode": t[f"{p} decode"], "encode": t[f"{p} encode"], "decode_ticdc": t[f"{p} decode_ticdc"]}
+        for p in ("craft", "open")
     }
+    case0["craft"]["size"] = _sizes(None, craft_msg)
+    case0["open"]["size"] = _sizes(open_key, open_value)
     log.info("codec case 0: craft decode %.0f ns, open decode %.0f ns", case0["craft"]["decode"]["min_ns"],
              case0["open"]["decode"]["min_ns"])
 
@@ -305,11 +309,31 @@ def bench_codecs(cfg: BenchConfig) -> dict[str, Any]:
     rows16 = [ev for ev in per_partition[0] if isinstance(ev, RowChange)][:16]
     (c16,) = craft.encode_rows(rows16, max_batch_size=16)
     ((k16, v16),) = open_protocol.encode_rows(rows16, max_batch_size=16)
+    crc = bench_crc(b"".join((k or b"") + v for k, v in encoded["open"])[: 1 << 20])
     sizes = {
         "case0": {"craft": case0["craft"]["size"], "open": case0["open"]["size"]},
         "batch16": {"craft": _sizes(None, c16), "open": _sizes(k16, v16), "rows": len(rows16)},
     }
-    return {"case0": case0, "workload": workload, "sizes": sizes}
+    return {"case0": case0, "workload": workload, "sizes": sizes, "crc": crc}
+
+
+def bench_crc(data: bytes) -> dict[str, Any]:
+    """kafka-python checks the CRC-32C of every fetched record batch: its pure-Python fallback
+    against the `crc32c` C extension it uses when installed (a dependency since issue 10)."""
+    from kafka.record import _crc32c as pure
+
+    out: dict[str, Any] = {"bytes": len(data)}
+    fns: dict[str, Callable[[], object]] = {"pure_python": lambda: pure.crc(data)}
+    try:
+        import crc32c
+
+        assert crc32c.crc32c(data) == pure.crc(data)
+        fns["c_extension"] = lambda: crc32c.crc32c(data)
+    except ImportError:
+        pass
+    for name, t in time_ns(fns, 3).items():
+        out[name] = t["min_ns"] / len(data)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,7 +477,7 @@ def consume_rate(bootstrap: str, topic: str, protocol: str, decode: bool) -> dic
     opts = DecodeOptions()
     source = KafkaSource(KafkaSettings(bootstrap, topic, group_id=f"bench-{uuid.uuid4().hex[:8]}"))
     records = events = rows = nbytes = 0
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         source.start({p: None for p in source.partitions()})
         while not source.caught_up():
@@ -464,10 +488,10 @@ def consume_rate(bootstrap: str, topic: str, protocol: str, decode: bool) -> dic
                     evs = dec(rec.key, rec.value, opts, Position(rec.topic, rec.partition, rec.offset))
                     events += len(evs)
                     rows += sum(1 for e in evs if isinstance(e, RowChange))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         source.close()
-    return {"records": records, "events": events, "rows": rows, "bytes": nbytes, "elapsed_s": elapsed}
+    return {"records": records, "events": events, "rows": rows, "bytes": nbytes, "elapsed_s": elapsed, "cpu_s": cpu}
 
 
 def warehouse_files(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
@@ -538,15 +562,21 @@ def bench_e2e(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Runner = 
         warehouse = scratch / f"wh-{protocol}"
         log.info("e2e %s: replicator run --until-caught-up", protocol)
         run = runner(bootstrap, stream["topic"], protocol, warehouse, cfg.max_buffer_rows, scratch)
-        log.info("e2e %s: %.1f s wall; consume/decode baselines", protocol, run["wall_s"])
-        consume = consume_rate(bootstrap, stream["topic"], protocol, decode=False)
-        decode = consume_rate(bootstrap, stream["topic"], protocol, decode=True)
-        out[protocol] = {"stream": stream, "run": run, "consume": consume, "decode": decode,
-                         "warehouse": str(warehouse)}
+        log.info("e2e %s: %.1f s wall", protocol, run["wall_s"])
+        out[protocol] = {"stream": stream, "run": run, "warehouse": str(warehouse)}
+    # Baselines: best of N passes, round-robin over the protocols so that load bursts hit both.
+    passes: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for _ in range(1 if cfg.quick else 3):
+        for protocol, res in out.items():
+            for decode in (False, True):
+                passes.setdefault((protocol, decode), []).append(
+                    consume_rate(bootstrap, res["stream"]["topic"], protocol, decode))
+    for (protocol, decode), runs in passes.items():
+        out[protocol]["decode" if decode else "consume"] = min(runs, key=lambda r: float(r["elapsed_s"]))
     return out
 
 
-def finish_e2e(spark: SparkSession, e2e: dict[str, Any], scratch: Path) -> None:
+def finish_e2e(spark: SparkSession, e2e: dict[str, Any], scratch: Path, rounds: int = 2) -> None:
     """Section 2 (Spark part, after the subprocesses): verify, append baseline, file counts."""
     from replicator.simcheck import check_warehouse
 
@@ -555,9 +585,19 @@ def finish_e2e(spark: SparkSession, e2e: dict[str, Any], scratch: Path) -> None:
         diffs = check_warehouse(spark, warehouse, res["stream"].pop("expected"))
         res["verified"] = not diffs
         res["diffs"] = diffs[:5]
-        res["append"] = append_baseline(spark, warehouse, scratch / f"append-{protocol}")
         res["files"] = warehouse_files(spark, warehouse)
-        log.info("e2e %s: verified=%s, append %.0f rows/s", protocol, res["verified"], res["append"]["rows_per_s"])
+        log.info("e2e %s: verified=%s", protocol, res["verified"])
+    # The bench's Spark session is fresh: one untimed append first, so that the timed ones do not
+    # pay for class loading and JIT; then the best of N, round-robin over the protocols.
+    first = next(iter(e2e.values()))
+    append_baseline(spark, Path(first["warehouse"]), scratch / "append-warm-up")
+    for i in range(rounds):
+        for protocol, res in e2e.items():
+            a = append_baseline(spark, Path(res["warehouse"]), scratch / f"append-{protocol}-{i}")
+            if "append" not in res or a["elapsed_s"] < res["append"]["elapsed_s"]:
+                res["append"] = a
+    for protocol, res in e2e.items():
+        log.info("e2e %s: plain append %.0f rows/s", protocol, res["append"]["rows_per_s"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -790,16 +830,18 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
             "",
             "Case 0 (the reference's message: one update of `a.b`, 8 new + 8 old columns), ns per message, "
             "pure Python on one core: best of N rounds of process CPU time (median; best wall-clock round), "
-            "rounds interleaved across the four codecs. The Go figures are the seed's own (another machine).",
+            "rounds interleaved across the codecs. The reference's case-0 data writes relaxed dates "
+            "('2021/01/02 00:00:00'); the last row decodes the same message as TiCDC writes it. The Go figures "
+            "are the seed's own (another machine).",
             "",
             "| | Craft (Python) | Open Protocol (Python) | Craft (seed, Go) |",
             "| --- | ---: | ---: | ---: |",
         ]
-        for op, go in (("decode", GO_DECODE_NS), ("encode", GO_ENCODE_NS)):
+        for op, label, go in (("decode", "decode", _fmt(GO_DECODE_NS)), ("encode", "encode", _fmt(GO_ENCODE_NS)),
+                              ("decode_ticdc", "decode, dates as TiCDC writes them ('-')", "")):
             cr, op_ = c0["craft"][op], c0["open"][op]
-            lines.append(f"| {op} | {_fmt(cr['min_ns'])} ({_fmt(cr['median_ns'])}; {_fmt(cr['wall_min_ns'])}) | "
-                         f"{_fmt(op_['min_ns'])} ({_fmt(op_['median_ns'])}; {_fmt(op_['wall_min_ns'])}) | "
-                         f"{_fmt(go)} |")
+            lines.append(f"| {label} | {_fmt(cr['min_ns'])} ({_fmt(cr['median_ns'])}; {_fmt(cr['wall_min_ns'])}) | "
+                         f"{_fmt(op_['min_ns'])} ({_fmt(op_['median_ns'])}; {_fmt(op_['wall_min_ns'])}) | {go} |")
         w = codec["workload"]
         lines += [
             "",
@@ -818,6 +860,16 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
                                    ("zlib bytes per row event", "zlib_bytes_per_row", 0)):
             lines.append(f"| {label} | {_fmt(cw[key], digits)} | {_fmt(ow[key], digits)} | "
                          f"{cw[key] / ow[key]:.2f} |")
+        crc = codec.get("crc", {})
+        if "c_extension" in crc:
+            lines += [
+                "",
+                f"Kafka fetch: kafka-python checks each record batch's CRC-32C. Pure-Python fallback "
+                f"{crc['pure_python']:.1f} ns/byte vs the `crc32c` C extension {crc['c_extension']:.3f} ns/byte "
+                f"(now a dependency): for this workload's Open Protocol messages "
+                f"({w['open']['bytes_per_row']:,.0f} bytes per row event) the fallback alone would cost "
+                f"{crc['pure_python'] * w['open']['bytes_per_row'] / 1000:.0f} µs per row event, more than decoding.",
+            ]
         s = codec["sizes"]
         lines += [
             "",
@@ -842,8 +894,9 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
             "the stream's at-least-once replays), produced into a local Kafka broker started by the bench; "
             f"`replicator run --until-caught-up --max-buffer-rows {cfg.max_buffer_rows:,}` as a subprocess "
             "(wall time includes Python and JVM start-up). Baselines in the same run: a plain Delta append of "
-            "the same final rows into fresh tables (same schema and table properties; create + append timed), "
-            "reading the topic alone, and reading + decoding it (no apply).",
+            "the same final rows into fresh tables (same schema and table properties; create + append timed; "
+            "best of N after an untimed warm-up), reading the topic alone, and reading + decoding it (no apply). "
+            f"A cold Spark session start took {results.get('spark_start_s', 0.0):.1f} s in the bench process.",
             "",
             "| | " + " | ".join(e2e) + " |",
             "| --- | " + " | ".join("---:" for _ in e2e) + " |",
@@ -855,6 +908,10 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
         def rate(r: dict[str, Any]) -> float:
             return float(r["run"]["summary"]["rows"]) / float(r["run"]["wall_s"])
 
+        def rate_warm(r: dict[str, Any]) -> float:
+            warm = float(r["run"]["wall_s"]) - float(results.get("spark_start_s", 0.0))
+            return float(r["run"]["summary"]["rows"]) / max(warm, 1e-9)
+
         row("Kafka records / row events read",
             lambda r: f"{r['stream']['records']:,} / {r['run']['summary']['rows']:,}")
         row("replicated: wall time", lambda r: f"{r['run']['wall_s']:.1f} s")
@@ -864,8 +921,12 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
         row("final rows", lambda r: f"{r['append']['rows']:,}")
         row("plain append: time", lambda r: f"{r['append']['elapsed_s']:.1f} s")
         row("**plain append rows/s**", lambda r: f"**{_fmt(r['append']['rows_per_s'])}**")
-        row("read only: records/s", lambda r: _fmt(r['consume']['records'] / r['consume']['elapsed_s']))
-        row("read + decode: row events/s", lambda r: _fmt(r['decode']['rows'] / r['decode']['elapsed_s']))
+        row("replicated rows/s without start-up (wall − cold Spark start)",
+            lambda r: _fmt(rate_warm(r)))
+        row("read only: records/s (best of N)", lambda r: _fmt(r['consume']['records'] / r['consume']['elapsed_s']))
+        row("read + decode: row events/s (best of N)",
+            lambda r: _fmt(r['decode']['rows'] / r['decode']['elapsed_s']))
+        row("read + decode: CPU per row event", lambda r: f"{r['decode']['cpu_s'] / r['decode']['rows'] * 1e6:.1f} µs")
         row("**ratio** replicated ÷ append", lambda r: f"**{rate(r) / r['append']['rows_per_s']:.2f}**")
         row("ratio replicated ÷ read + decode",
             lambda r: f"{rate(r) / (r['decode']['rows'] / r['decode']['elapsed_s']):.2f}")
@@ -1069,10 +1130,13 @@ def run(cfg: BenchConfig, argv: Sequence[str]) -> dict[str, Any]:
         if need_spark:
             from replicator.spark import get_spark, stop_spark
 
+            t0 = time.perf_counter()
             spark = get_spark("replicator-bench")
+            spark.range(1).collect()
+            results["spark_start_s"] = time.perf_counter() - t0
             stack.callback(stop_spark)
             if "e2e" in results:
-                finish_e2e(spark, results["e2e"], scratch)
+                finish_e2e(spark, results["e2e"], scratch, rounds=1 if cfg.quick else 2)
             if "scale" in cfg.sections:
                 log.info("section 3: scale")
                 results["scale"] = bench_scale(spark, cfg, scratch)
