@@ -35,8 +35,8 @@ def test_random_workload_equals_expected_state(kafka_bootstrap: str, spark: Any,
     topic = new_topic(kafka_bootstrap, 3)
     produce_stream(kafka_bootstrap, topic, stream.partitions, protocol)
     wh = tmp_path / "wh"
-    # A small buffer forces many steps (several MERGEs per table) instead of one big one.
-    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, max_buffer_rows=40)
+    # A small buffer forces several steps (several MERGEs per table) instead of one big one.
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, max_buffer_rows=300)
     assert summary.watermark == stream.final_ts
     assert summary.replays_dropped > 0
     assert_matches(spark, wh, stream)
@@ -44,7 +44,7 @@ def test_random_workload_equals_expected_state(kafka_bootstrap: str, spark: Any,
 
 def _run_cli(bootstrap: str, topic: str, wh: Path) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--max-buffer-rows", "25"]
+           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--max-buffer-rows", "200"]
     env = {**os.environ, "REPLICATOR_SHUFFLE_PARTITIONS": "1"}
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
