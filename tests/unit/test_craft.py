@@ -824,21 +824,9 @@ def test_every_single_byte_mutation_of_the_vectors() -> None:
 
 def test_reference_case0_relaxed_date_text_decodes() -> None:
     """The reference's "case 0" data writes MySQL relaxed dates ('2021/01/01 00:00:00')."""
-    from replicator.events import Column, Op, RowChange
+    from replicator.bench import case0_row
 
-    def img(day: str, n: int) -> tuple[Column, ...]:
-        return (
-            Column("varchar", TypeCode.VARCHAR, 0, f"varchar{n}"),
-            Column("string", TypeCode.STRING, 0, f"string{n}"),
-            Column("date", TypeCode.DATE, 0, dt.date(2021, 1, day)),
-            Column("timestamp", TypeCode.TIMESTAMP, 0, dt.datetime(2021, 1, day, tzinfo=dt.UTC)),
-            Column("datetime", TypeCode.DATETIME, 0, dt.datetime(2021, 1, day)),
-            Column("float", TypeCode.FLOAT, 0, float(n + 1)),
-            Column("long", TypeCode.LONG, 0, 1000 * (n + 1)),
-            Column("null", TypeCode.NULL, 0, None),
-        )
-
-    row = RowChange(424316552636792833, "a", "b", Op.UPDATE, img(2, 1), img(1, 0))
+    row = case0_row()
     (msg,) = encode_rows([row])
     relaxed = msg.replace(b"2021-01-02", b"2021/01/02").replace(b"2021-01-01", b"2021/01/01")
     assert relaxed != msg and len(relaxed) == len(msg)
