@@ -76,7 +76,11 @@ class KafkaSource:
                 auto_offset_reset="earliest",
                 max_poll_records=settings.poll_max_records,
                 fetch_max_bytes=64 * 1024 * 1024,
-                max_partition_fetch_bytes=16 * 1024 * 1024,
+                # Kafka's own default. Larger per-partition fetches let one partition run far ahead of
+                # the others, so the global watermark (the slowest partition's) lags what is buffered:
+                # a full buffer then applies a tiny step per resolved event (100k events: 407 steps of
+                # median 131 rows at 16 MiB vs 8 steps of ~15k rows at 1 MiB). Larger messages still come.
+                max_partition_fetch_bytes=1024 * 1024,
                 request_timeout_ms=30000,
                 reconnect_backoff_max_ms=5000,
                 **dict(settings.security or {}),
