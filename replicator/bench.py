@@ -67,7 +67,9 @@ GO_DECODE_NS = 7944
 SEED_SIZES = {"craft": 300, "open": 708, "craft_zlib": 168, "open_zlib": 223}  # the seed's size table, case 0
 CASE0_DECODE_TARGET_NS = 15_000
 SCALE_CHANGES = 10_000  # the issue's fixed change set
-SCALE_ROWS_PER_FILE = 500_000
+# Rows per data file of the scale tables: between a compacted table (~1 GiB files) and one built
+# by CDC MERGEs alone (a file per MERGE per table, often a few thousand rows).
+SCALE_ROWS_PER_FILE = 100_000
 GIB = 1 << 30
 
 
@@ -521,6 +523,18 @@ def warehouse_files(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
     return tables
 
 
+def step_counts(warehouse: Path) -> dict[str, Any]:
+    """How the run applied: DDL steps, window steps, MERGEs and rows per MERGE (a MERGE has a
+    cost of its own, so few large ones are what a catch-up should do)."""
+    from replicator.warehouse import Warehouse
+
+    records = Warehouse(str(warehouse)).windows()
+    windows = [r for r in records if r.get("kind") == "window"]
+    per_merge = [int(t.get("upserts", 0)) + int(t.get("deletes", 0)) for r in windows for t in r["tables"].values()]
+    return {"ddl": sum(1 for r in records if r.get("kind") == "ddl"), "windows": len(windows),
+            "merges": len(per_merge), "rows_per_merge": statistics.median(per_merge) if per_merge else 0}
+
+
 def append_baseline(spark: SparkSession, warehouse: Path, scratch: Path) -> dict[str, Any]:
     """A plain Delta append of the same final rows (same schema, same table properties) into
     fresh tables: what writing the result costs without CDC. Reading the rows back is not timed."""
@@ -586,6 +600,7 @@ def finish_e2e(spark: SparkSession, e2e: dict[str, Any], scratch: Path, rounds: 
         res["verified"] = not diffs
         res["diffs"] = diffs[:5]
         res["files"] = warehouse_files(spark, warehouse)
+        res["steps"] = step_counts(warehouse)
         log.info("e2e %s: verified=%s", protocol, res["verified"])
     # The bench's Spark session is fresh: one untimed append first, so that the timed ones do not
     # pay for class loading and JIT; then the best of N, round-robin over the protocols.
@@ -671,20 +686,24 @@ def bench_scale(spark: SparkSession, cfg: BenchConfig, scratch: Path) -> dict[st
         base = applier.table_version(path)
         changes = scale_changes(size, cfg.scale_changes)
         times: dict[str, list[float]] = {"before": [], "after": []}
+        cpu: dict[str, list[float]] = {"before": [], "after": []}
         warm_up = size == cfg.scale_sizes[0]  # the session's first MERGEs pay for class loading and JIT
         for rep in range(-1 if warm_up else 0, cfg.scale_repeat):
             for mode in ("before", "after") if rep % 2 == 0 else ("after", "before"):
                 applier.key_range_pruning = mode == "after"
+                c0 = _jvm_cpu()
                 t0 = time.perf_counter()
                 res = applier.merge(path, f"bench-{size}-{mode}-{rep}", spec, changes, 1, {"bench": mode})
                 if rep >= 0:
                     times[mode].append(time.perf_counter() - t0)
+                    cpu[mode].append(_jvm_cpu() - c0)
                 assert not res.skipped
                 spark.sql(f"RESTORE TABLE {delta_ref(path)} TO VERSION AS OF {base}").collect()
         applier.key_range_pruning = True
         results["sizes"][str(size)] = {
-            "load_s": load_s,
+            "load_s": load_s, "files": math.ceil(size / SCALE_ROWS_PER_FILE),
             "before_s": statistics.median(times["before"]), "after_s": statistics.median(times["after"]),
+            "before_cpu_s": statistics.median(cpu["before"]), "after_cpu_s": statistics.median(cpu["after"]),
             "before_all": times["before"], "after_all": times["after"],
         }
         log.info("scale %d rows: MERGE before %.2f s, after %.2f s", size, results["sizes"][str(size)]["before_s"],
@@ -694,8 +713,25 @@ def bench_scale(spark: SparkSession, cfg: BenchConfig, scratch: Path) -> dict[st
     if len(sizes) >= 2:
         big, mid = results["sizes"][sizes[-1]], results["sizes"][sizes[-2]]
         results["growth"] = {"from": int(sizes[-2]), "to": int(sizes[-1]),
-                             "before": big["before_s"] / mid["before_s"], "after": big["after_s"] / mid["after_s"]}
+                             "before": big["before_s"] / mid["before_s"], "after": big["after_s"] / mid["after_s"],
+                             "before_cpu": big["before_cpu_s"] / max(mid["before_cpu_s"], 1e-9),
+                             "after_cpu": big["after_cpu_s"] / max(mid["after_cpu_s"], 1e-9)}
     return results
+
+
+def _jvm_cpu() -> float:
+    """CPU seconds used so far by this process's JVM (its Spark driver): a MERGE's work, robust
+    to other jobs competing for the cores (0 when no JVM child is found)."""
+    return sum(_cpu_seconds(pid) or 0.0 for pid, name in _descendants(os.getpid())
+               if name == "java" and "org.apache.spark.deploy.SparkSubmit" in _cmdline(pid))
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -916,7 +952,9 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
             lambda r: f"{r['stream']['records']:,} / {r['run']['summary']['rows']:,}")
         row("replicated: wall time", lambda r: f"{r['run']['wall_s']:.1f} s")
         row("replicated: engine time (summary)", lambda r: f"{r['run']['summary']['elapsed_s']:.1f} s")
-        row("replicated: MERGE steps", lambda r: f"{r['run']['summary']['steps']:,}")
+        row("replicated: steps (DDL + windows) / MERGEs / median changes per MERGE",
+            lambda r: f"{r['steps']['ddl']} + {r['steps']['windows']} / {r['steps']['merges']} / "
+                      f"{r['steps']['rows_per_merge']:,.0f}")
         row("**replicated rows/s** (row events / wall)", lambda r: f"**{_fmt(rate(r))}**")
         row("final rows", lambda r: f"{r['append']['rows']:,}")
         row("plain append: time", lambda r: f"{r['append']['elapsed_s']:.1f} s")
@@ -965,19 +1003,23 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
             "",
             f"A fixed change set ({scale['changes']:,} changes: 60% updates and 20% deletes among the newest 50,000 "
             "keys, 20% inserts of new keys) applied by the engine's own `DeltaApplier.merge` into a table of N rows "
-            f"(ids ascending, {scale['rows_per_file']:,} rows per file, deletion vectors on). *Before*: the ON clause "
+            f"(ids ascending, {scale['rows_per_file']:,} rows per file, deletion vectors on; the bench's own "
+            "Spark session, whose JVM CPU time per MERGE is shown too). *Before*: the ON clause "
             "is the key equality only; *after*: it also bounds the key to the change set's [min, max], so Delta "
             "skips files by their statistics. Median of the rounds (each from the same table version).",
             "",
-            "| table rows | MERGE before | MERGE after | load time |",
-            "| ---: | ---: | ---: | ---: |",
+            "| table rows | data files | MERGE before | MERGE after | JVM CPU before | JVM CPU after | load time |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for size, r in scale["sizes"].items():
-            lines.append(f"| {int(size):,} | {r['before_s']:.2f} s | {r['after_s']:.2f} s | {r['load_s']:.1f} s |")
+            lines.append(f"| {int(size):,} | {r.get('files', '-')} | {r['before_s']:.2f} s | {r['after_s']:.2f} s | "
+                         f"{r.get('before_cpu_s', 0.0):.2f} s | {r.get('after_cpu_s', 0.0):.2f} s | "
+                         f"{r['load_s']:.1f} s |")
         if "growth" in scale:
             g = scale["growth"]
-            lines += ["", f"Growth {g['from']:,} → {g['to']:,} rows: **{g['before']:.2f}x** before, "
-                          f"**{g['after']:.2f}x** after."]
+            lines += ["", f"Growth {g['from']:,} → {g['to']:,} rows, wall time: **{g['before']:.2f}x** before, "
+                          f"**{g['after']:.2f}x** after (JVM CPU time: {g.get('before_cpu', 0.0):.2f}x before, "
+                          f"{g.get('after_cpu', 0.0):.2f}x after)."]
     lines += resources
     prof = results.get("profile")
     if prof:

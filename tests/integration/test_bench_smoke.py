@@ -55,6 +55,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     assert craft["verified"], craft["diffs"]
     assert craft["decode"]["rows"] == craft["run"]["summary"]["rows"] > 200  # replays come on top
     assert craft["append"]["rows"] == sum(t["rows"] for t in craft["files"].values()) > 0
+    assert craft["steps"]["windows"] >= 1 and craft["steps"]["merges"] >= 2
     assert set(results["scale"]["sizes"]) == {"2000", "4000"}
     assert results["codec"]["sizes"]["case0"]["open"]["raw"] == 708  # the seed's size table
     md = (cfg.out / "results.md").read_text()
