@@ -63,7 +63,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,11 +105,19 @@ class BrokerHandle:
     format_seconds: float | None = None
     ready_seconds: float | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+    sasl_port: int | None = None  # a SASL_PLAINTEXT (PLAIN) listener, when started with sasl_users
 
     @property
     def bootstrap(self) -> str:
         """The ``bootstrap_servers`` string for clients (the broker advertises 127.0.0.1)."""
         return f"{HOST}:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The SASL_PLAINTEXT listener's address (only for a broker started with ``sasl_users``)."""
+        if self.sasl_port is None:
+            raise LocalKafkaError(f"the broker of {self.state_dir} has no SASL listener (start it with sasl_users)")
+        return f"{HOST}:{self.sasl_port}"
 
 
 class _BindError(LocalKafkaError):
@@ -147,19 +155,42 @@ def _java() -> str:
 # ---------------------------------------------------------------------------------------------- config
 
 
-def _server_properties(state_dir: Path, port: int, controller_port: int) -> str:
+def _jaas_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _sasl_properties(sasl_users: Mapping[str, str]) -> list[str]:
+    """PLAIN authentication on the SASL_PLAINTEXT listener for these users (a test fixture's
+    broker: the passwords sit in its server.properties like in any PLAIN setup)."""
+    users = " ".join(f"user_{name}={_jaas_quote(pw)}" for name, pw in sasl_users.items())
+    jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+    # A .properties value: backslash is its escape character too.
+    return ["sasl.enabled.mechanisms=PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=" + jaas.replace("\\", "\\\\")]
+
+
+def _server_properties(
+    state_dir: Path, port: int, controller_port: int, sasl_port: int | None = None,
+    sasl_users: Mapping[str, str] | None = None,
+) -> str:
     """Single-node KRaft config; RF=1 internal topics, else groups/transactions hang."""
+    listeners = f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}"
+    protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    if sasl_port is not None:
+        listeners += f",SASL_PLAINTEXT://{HOST}:{sasl_port}"
+        protocols += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
     return "\n".join(
         [
             "# Written by replicator.localkafka; rewritten on every start.",
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.bootstrap.servers={HOST}:{controller_port}",
-            f"listeners=PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
-            f"advertised.listeners=PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+            f"listeners={listeners}",
+            f"advertised.listeners={listeners}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            f"listener.security.protocol.map={protocols}",
+            *(_sasl_properties(sasl_users or {}) if sasl_port is not None else []),
             f"log.dirs={state_dir / 'data'}",
             "num.partitions=1",
             "auto.create.topics.enable=true",
@@ -397,7 +428,9 @@ def status(state_dir: Path | str) -> BrokerHandle | None:
         return None
     if not _port_accepting(port):
         return None
-    return BrokerHandle(state_dir, pid, port, int(meta.get("controller_port", 0)), already_running=True)
+    sasl_port = meta.get("sasl_port")
+    return BrokerHandle(state_dir, pid, port, int(meta.get("controller_port", 0)), already_running=True,
+                        sasl_port=sasl_port if isinstance(sasl_port, int) else None)
 
 
 def new_cluster_id() -> str:
@@ -474,8 +507,12 @@ def start(
     *,
     libs_dir: Path | str | None = None,
     detach: bool = True,
+    sasl_users: Mapping[str, str] | None = None,
 ) -> BrokerHandle:
     """Start the broker for ``state_dir`` (no-op if it already runs) and return once a topic can be created.
+
+    ``sasl_users`` (name -> password) adds a SASL_PLAINTEXT listener with PLAIN authentication on
+    a free port (``BrokerHandle.sasl_bootstrap``), for testing clients' SASL settings.
 
     ``port``/``controller_port`` of None mean "pick": the controller port is reused from the last start of
     this state dir when still free. Auto-picked ports are re-picked if the JVM fails to bind them; an
@@ -499,7 +536,8 @@ def start(
             except LocalKafkaError as exc:
                 raise LocalKafkaError(f"{exc}\n(broker pid {old_pid} is not answering; `down` stops it)") from None
             return BrokerHandle(
-                state_dir, old_pid, meta["port"], int(meta.get("controller_port", 0)), already_running=True
+                state_dir, old_pid, meta["port"], int(meta.get("controller_port", 0)), already_running=True,
+                sasl_port=meta["sasl_port"] if isinstance(meta.get("sasl_port"), int) else None,
             )
         (state_dir / "broker.pid").unlink(missing_ok=True)
 
@@ -528,13 +566,16 @@ def start(
         # nothing yet, so a retry re-formats it instead.
         fresh = not (state_dir / "data" / "meta.properties").exists()
         for attempt in range(1, _MAX_ATTEMPTS + 1):
-            picked = free_ports(2)
+            picked = free_ports(3)
             use_port = want_port if want_port is not None else picked[0]
             use_ctl = want_ctl if want_ctl is not None else next(p for p in picked if p != use_port)
-            (state_dir / "server.properties").write_text(_server_properties(state_dir, use_port, use_ctl))
+            use_sasl = next(p for p in picked if p not in (use_port, use_ctl)) if sasl_users else None
+            (state_dir / "server.properties").write_text(
+                _server_properties(state_dir, use_port, use_ctl, use_sasl, sasl_users))
             fmt = _format(java, libs, state_dir, cluster_id)
             format_seconds = fmt if fmt is not None else format_seconds
-            _write_meta(state_dir, {"port": use_port, "controller_port": use_ctl, "cluster_id": cluster_id})
+            _write_meta(state_dir, {"port": use_port, "controller_port": use_ctl, "cluster_id": cluster_id,
+                                    "sasl_port": use_sasl})
 
             log_path = state_dir / "broker.log"
             log_start = log_path.stat().st_size if log_path.exists() else 0
@@ -571,6 +612,7 @@ def start(
                 format_seconds=format_seconds,
                 ready_seconds=time.monotonic() - launched,
                 process=proc,
+                sasl_port=use_sasl,
             )
         raise LocalKafkaError(f"Kafka could not bind free ports after {_MAX_ATTEMPTS} attempts")
 
