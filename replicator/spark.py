@@ -76,8 +76,30 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
 
             builder = configure_spark_with_delta_pip(builder)
         spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel(os.environ.get("REPLICATOR_SPARK_LOG_LEVEL", "ERROR"))
+        level = os.environ.get("REPLICATOR_SPARK_LOG_LEVEL", "ERROR")
+        spark.sparkContext.setLogLevel(level)
+        if level.upper() == "ERROR":
+            _quiet_handled_errors(spark)
         return spark
+
+
+# Loggers that report at ERROR what is not an error for the replicator: Delta's "Failed to
+# translate filter EqualTo(__delta_internal_is_row_deleted,0)" on every scan of a table with
+# deletion vectors (a pushdown it cannot do; the scan is correct), and MergeIntoCommand's "Fatal
+# error in MERGE" with a stack trace for a concurrent-commit conflict, which the applier retries
+# and logs itself (any other MERGE failure reaches the caller as an exception anyway).
+_HANDLED_ERROR_LOGGERS = (
+    "org.apache.spark.sql.delta.DeltaParquetFileFormat",
+    "org.apache.spark.sql.delta.commands.MergeIntoCommand",
+)
+
+
+def _quiet_handled_errors(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    off = jvm.org.apache.logging.log4j.Level.OFF
+    for name in _HANDLED_ERROR_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
 
 
 def stop_spark() -> None:
