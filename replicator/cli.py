@@ -88,6 +88,8 @@ def _add_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--legacy", choices=["auto", "legacy", "modern"], help="Open Protocol pre-4.0.6 base64 strings")
     p.add_argument("--zero-dates", choices=["error", "null"], help="zero DATE/DATETIME values: error (default) or NULL")
     p.add_argument("--max-buffer-rows", type=int, help="apply complete windows once this many rows are buffered")
+    p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
+                   help="stop (non-zero, nothing lost) once the broker has been unreachable this long (default 120)")
     p.add_argument("--wait", action="store_true", default=None, help="wait for another run on the warehouse to finish")
     p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
     p.add_argument("--config", help="TOML config file")
@@ -271,6 +273,7 @@ def _kafka_source(s: Settings) -> Any:
     return KafkaSource(KafkaSettings(
         bootstrap_servers=s.get("bootstrap_servers", required=True), topic=topic,
         group_id=s.get("group_id", f"replicator-{topic}"), security=s.kafka_security(),
+        retry_budget_s=float(s.get("kafka_retry_budget", 120.0)),
     ))
 
 

@@ -55,11 +55,30 @@ class KafkaSettings:
     group_id: str = "replicator"
     security: Mapping[str, Any] | None = None  # SASL/SSL kafka-python settings (never logged)
     poll_max_records: int = 5000
-    retry_budget_s: float = 120.0
+    retry_budget_s: float = 120.0  # a broker unreachable this long stops the run (non-zero, nothing lost)
+    probe_after_s: float = 5.0  # polls empty this long: check that the broker still answers
+    fetch_max_bytes: int = 64 * 1024 * 1024
+    # Kafka's own default. Larger per-partition fetches let one partition run far ahead of the
+    # others, so the global watermark (the slowest partition's) lags what is buffered: a full
+    # buffer then applies a tiny step per resolved event (100k events: 407 steps of median 131
+    # rows at 16 MiB vs 8 steps of ~15k rows at 1 MiB; `make bench`). Larger messages still come.
+    max_partition_fetch_bytes: int = 1024 * 1024
 
 
 class KafkaSource:
-    """Reads one topic with `assign()` (no rebalancing: the warehouse state owns positions)."""
+    """Reads one topic with `assign()` (no rebalancing: the warehouse state owns positions).
+
+    Broker outages: kafka-python's poll() does not raise when the broker goes away; it reconnects
+    in the background (backoff up to `reconnect_backoff_max_ms`) and returns nothing meanwhile.
+    So after `probe_after_s` of empty polls the source asks the broker for end offsets (bounded by
+    a short timeout); while that fails the probes back off, and once the broker has been
+    unreachable for `retry_budget_s` the run stops with KafkaSourceError. Progress up to the last
+    applied step is durable, so nothing is lost and a rerun continues. Offsets no longer retained
+    (`auto_offset_reset="none"`) stop the run instead of silently skipping to the earliest ones.
+    """
+
+    PROBE_TIMEOUT_MS = 5000
+    COMMIT_TIMEOUT_MS = 5000
 
     def __init__(self, settings: KafkaSettings) -> None:
         from kafka import KafkaConsumer
@@ -73,14 +92,10 @@ class KafkaSource:
                 bootstrap_servers=settings.bootstrap_servers.split(","),
                 group_id=settings.group_id,
                 enable_auto_commit=False,
-                auto_offset_reset="earliest",
+                auto_offset_reset="none",  # every partition is seek()ed; out of range = data lost: stop
                 max_poll_records=settings.poll_max_records,
-                fetch_max_bytes=64 * 1024 * 1024,
-                # Kafka's own default. Larger per-partition fetches let one partition run far ahead of
-                # the others, so the global watermark (the slowest partition's) lags what is buffered:
-                # a full buffer then applies a tiny step per resolved event (100k events: 407 steps of
-                # median 131 rows at 16 MiB vs 8 steps of ~15k rows at 1 MiB). Larger messages still come.
-                max_partition_fetch_bytes=1024 * 1024,
+                fetch_max_bytes=settings.fetch_max_bytes,
+                max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
                 request_timeout_ms=30000,
                 reconnect_backoff_max_ms=5000,
                 **dict(settings.security or {}),
@@ -88,9 +103,21 @@ class KafkaSource:
         except KafkaError as exc:
             raise KafkaSourceError(
                 f"cannot connect to Kafka at {settings.bootstrap_servers}: {exc}; check --bootstrap-servers"
+                + (" and the security settings (--security-protocol, --sasl-mechanism, --sasl-username, the "
+                   "password in REPLICATOR_SASL_PASSWORD or the config file, --ssl-cafile): a rejected login "
+                   "looks the same" if settings.security else "")
             ) from None
         self._tps: list[Any] = []
-        self._end: dict[int, int] = {}
+        self._end: dict[int, int] = {}  # end offsets seen at start (the --until-caught-up target)
+        self._latest_end: dict[int, int] = {}  # refreshed by probes (lag)
+        self._last_ok = time.monotonic()  # records or a successful probe
+        self._down_since: float | None = None
+        self._probe_delay = settings.probe_after_s
+        self._admin: Any = None  # KafkaAdminClient for fresh metadata, made on first use
+        self.outages = 0  # times the broker became unreachable during this run
+
+    def _where(self) -> str:
+        return f"Kafka at {self.settings.bootstrap_servers}"
 
     def _tp(self, p: int) -> Any:
         from kafka import TopicPartition
@@ -100,7 +127,10 @@ class KafkaSource:
     def partitions(self) -> list[int]:
         deadline = time.monotonic() + 30
         while True:
-            parts = self._consumer.partitions_for_topic(self.settings.topic)
+            try:
+                parts = self._consumer.partitions_for_topic(self.settings.topic)
+            except self._KafkaError as exc:
+                raise KafkaSourceError(f"{self._where()}: cannot read topic metadata: {exc}") from None
             if parts:
                 return sorted(parts)
             if time.monotonic() > deadline:
@@ -110,6 +140,17 @@ class KafkaSource:
             time.sleep(0.5)
 
     def start(self, positions: Mapping[int, int | None]) -> None:
+        try:
+            self._start(positions)
+        except self._KafkaError as exc:
+            raise KafkaSourceError(
+                f"{self._where()}: cannot read the offsets of topic {self.settings.topic!r}: {exc}; nothing was "
+                "applied, rerun when the broker is back"
+            ) from None
+        self._latest_end = dict(self._end)
+        self._last_ok = time.monotonic()
+
+    def _start(self, positions: Mapping[int, int | None]) -> None:
         self._tps = [self._tp(p) for p in sorted(positions)]
         self._consumer.assign(self._tps)
         begin = self._consumer.beginning_offsets(self._tps)
@@ -139,46 +180,139 @@ class KafkaSource:
         return out
 
     def poll(self) -> list[Record]:
-        deadline = time.monotonic() + self.settings.retry_budget_s
-        delay = 0.5
-        while True:
-            try:
-                batches = self._consumer.poll(timeout_ms=500, max_records=self.settings.poll_max_records)
-                break
-            except self._KafkaError as exc:
-                if time.monotonic() > deadline:
-                    raise KafkaSourceError(
-                        f"Kafka at {self.settings.bootstrap_servers} failed for {self.settings.retry_budget_s:.0f}s: "
-                        f"{exc}; nothing was lost, rerun when the broker is back"
-                    ) from None
-                log.warning("Kafka poll failed (%s); retrying in %.1fs", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        """Records in offset order per partition; [] while none arrive or the broker is away.
+
+        Raises KafkaSourceError past the retry budget, or when an offset is no longer retained.
+        """
+        from kafka.errors import OffsetOutOfRangeError
+
+        try:
+            batches = self._consumer.poll(timeout_ms=500, max_records=self.settings.poll_max_records)
+        except OffsetOutOfRangeError as exc:
+            raise KafkaSourceError(
+                f"topic {self.settings.topic!r}: offsets {exc} are no longer retained (deleted by retention while "
+                "the replicator was reading): data is lost; replay from an archive, or rebuild with "
+                "`replicator replay --from-earliest` into a new warehouse"
+            ) from None
+        except self._KafkaError as exc:
+            self._unreachable(exc)
+            time.sleep(min(self._probe_delay, 10.0))
+            return []
         out: list[Record] = []
         for tp, records in batches.items():
             for r in records:
                 out.append(Record(tp.topic, tp.partition, r.offset, r.timestamp, r.key, r.value))
+        if out:
+            self._reachable()
+        elif time.monotonic() - self._last_ok >= self._probe_delay:
+            self._probe()
         return out
 
+    def _probe(self) -> None:
+        """Ask the broker for end offsets: proves it answers (poll() alone cannot tell)."""
+        try:
+            ends = self._consumer.end_offsets(self._tps, timeout_ms=self.PROBE_TIMEOUT_MS)
+        except self._KafkaError as exc:
+            self._unreachable(exc)
+            return
+        self._latest_end = {tp.partition: off for tp, off in ends.items()}
+        self._reachable()
+
+    def _reachable(self) -> None:
+        if self._down_since is not None:
+            log.warning("%s answers again after %.0fs", self._where(), time.monotonic() - self._down_since)
+        self._down_since = None
+        self._last_ok = time.monotonic()
+        self._probe_delay = self.settings.probe_after_s
+
+    def _unreachable(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = self._last_ok
+            self.outages += 1
+        down = now - self._down_since
+        if down > self.settings.retry_budget_s:
+            raise KafkaSourceError(
+                f"{self._where()} unreachable for {down:.0f}s (retry budget {self.settings.retry_budget_s:.0f}s): "
+                f"{type(exc).__name__}: {exc}; nothing was lost: progress is committed up to the last applied "
+                "step, rerun when the broker is back"
+            )
+        log.warning("%s unreachable for %.0fs (%s); retrying, budget %.0fs", self._where(), down, exc,
+                    self.settings.retry_budget_s)
+        self._last_ok = now  # next probe after the (doubled) delay
+        self._probe_delay = min(self._probe_delay * 2, 30.0)
+
+    def _position(self, tp: Any) -> int | None:
+        """The next offset to read; bounded (kafka-python may validate a position over the network
+        after a leader change, which would otherwise wait for an absent broker forever)."""
+        pos = self._consumer.position(tp, timeout_ms=self.PROBE_TIMEOUT_MS)
+        return None if pos is None else int(pos)
+
     def caught_up(self) -> bool:
-        return all(self._consumer.position(tp) >= self._end.get(tp.partition, 0) for tp in self._tps)
+        for tp in self._tps:
+            pos = self._position(tp)
+            if pos is None or pos < self._end.get(tp.partition, 0):
+                return False
+        return True
+
+    def fresh_partitions(self) -> list[int] | None:
+        """The topic's partitions from a metadata request sent now (the consumer's own metadata may
+        be minutes old); None when the broker does not answer within PROBE_TIMEOUT_MS."""
+        try:
+            if self._admin is None:
+                from kafka import KafkaAdminClient
+
+                self._admin = KafkaAdminClient(
+                    bootstrap_servers=self.settings.bootstrap_servers.split(","), client_id="replicator-metadata",
+                    request_timeout_ms=self.PROBE_TIMEOUT_MS, bootstrap_timeout_ms=self.PROBE_TIMEOUT_MS,
+                    **dict(self.settings.security or {}))
+            topics = self._admin.describe_topics([self.settings.topic])
+        except self._KafkaError as exc:
+            log.warning("%s: cannot fetch the partitions of %r: %s", self._where(), self.settings.topic, exc)
+            return None
+        parts = [p.get("partition_index", p.get("partition")) for t in topics for p in t.get("partitions") or ()
+                 if t.get("name") == self.settings.topic]
+        return sorted(int(p) for p in parts if p is not None) or None
+
+    def add_partitions(self, new: Sequence[int]) -> bool:
+        """Read partitions added to the topic mid-run from their earliest offset, up to their end
+        offset of now in --until-caught-up mode. False when the broker does not answer."""
+        added = [self._tp(p) for p in new]
+        try:
+            begin = self._consumer.beginning_offsets(added, timeout_ms=self.PROBE_TIMEOUT_MS)
+            end = self._consumer.end_offsets(added, timeout_ms=self.PROBE_TIMEOUT_MS)
+        except self._KafkaError as exc:
+            log.warning("%s: cannot read the offsets of new partitions %s: %s", self._where(), list(new), exc)
+            return False
+        self._tps = sorted([*self._tps, *added], key=lambda tp: tp.partition)
+        self._consumer.assign(self._tps)  # keeps the positions of the partitions already assigned
+        for tp in added:
+            self._consumer.seek(tp, begin[tp])
+            self._end[tp.partition] = end[tp]
+            self._latest_end[tp.partition] = end[tp]
+        return True
 
     def lag(self) -> int | None:
         try:
-            return int(sum(max(0, self._end[tp.partition] - self._consumer.position(tp)) for tp in self._tps))
+            return sum(max(0, self._latest_end.get(tp.partition, 0) - (self._position(tp) or 0)) for tp in self._tps)
         except Exception:  # lag is informational only
             return None
 
     def commit(self, offsets: Mapping[int, int]) -> None:
         from kafka.structs import OffsetAndMetadata
 
+        if self._down_since is not None:
+            return  # informational only; the next commit after the outage carries these offsets too
         try:
-            self._consumer.commit({self._tp(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+            self._consumer.commit({self._tp(p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()},
+                                  timeout_ms=self.COMMIT_TIMEOUT_MS)
         except self._KafkaError as exc:  # informational: the warehouse holds the real progress
             log.warning("could not commit consumer-group offsets: %s", exc)
 
     def close(self) -> None:
-        self._consumer.close()
+        self._consumer.close(timeout_ms=self.COMMIT_TIMEOUT_MS)
+        if self._admin is not None:
+            self._admin.close()
 
 
 def parse_offsets(text: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
