@@ -18,20 +18,26 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import random
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from replicator.errors import SchemaError
+from replicator.errors import SchemaError, StateError
 from replicator.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
 from replicator.window import Change
+
+log = logging.getLogger("replicator")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,6 +91,27 @@ def key_range_predicate(spec: TableSpec, source: pa.Table) -> str:
     return " AND ".join(parts)
 
 
+_COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint\b.*)$|^_last_checkpoint$")
+
+
+def clear_unborn_table(path: str) -> bool:
+    """Remove a table directory that a crash left with a `_delta_log` but no commit in it.
+
+    Why: a process killed inside CREATE TABLE can leave `_delta_log/` (e.g. only `_staged_commits/`)
+    without version 0. Delta then takes the path for an existing table, so `CREATE TABLE IF NOT
+    EXISTS` silently does nothing and every later MERGE fails with DELTA_TABLE_NOT_FOUND, on every
+    rerun. Such a directory holds no data (nothing was ever committed), and the replicator's table
+    paths are its own, so it is safe to remove. True when something was removed.
+    """
+    root = Path(path)
+    log_dir = root / "_delta_log"
+    if not log_dir.is_dir() or any(_COMMIT_FILE.match(f.name) for f in log_dir.iterdir()):
+        return False
+    log.warning("removing %s: a table directory without any Delta commit (left by a crash in CREATE TABLE)", root)
+    shutil.rmtree(root)
+    return True
+
+
 def delta_ref(path: str) -> str:
     return "delta." + quote_ident(path)
 
@@ -123,8 +150,16 @@ def column_ddl(col: ColumnLike, *, with_not_null: bool = True) -> str:
 
 
 def is_conflict(exc: BaseException) -> bool:
+    """A Delta optimistic-concurrency conflict: the statement did not commit and may be re-run.
+    py4j raises Py4JJavaError whose text names the Java class (io.delta.exceptions.Concurrent*)."""
     text = f"{type(exc).__name__}: {exc}"
     return any(marker in text for marker in _CONFLICT_MARKERS)
+
+
+def is_missing_file(exc: BaseException) -> bool:
+    """A data or deletion-vector file of the current snapshot is gone (not retryable)."""
+    text = str(exc)
+    return "FILE_NOT_EXIST" in text or "java.io.FileNotFoundException" in text
 
 
 @dataclass(frozen=True)
@@ -142,7 +177,11 @@ class DeltaApplier:
     def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator") -> None:
         self.spark = spark
         self.app_id_prefix = app_id_prefix
-        self.max_retries = 5
+        # A user's OPTIMIZE / DELETE / ALTER committing during our MERGE or DDL statement makes Delta
+        # reject ours (nothing of it committed); re-running it is safe. Jittered exponential
+        # backoff, about a minute in all, so a periodic maintenance job cannot starve a run.
+        self.max_retries = 10
+        self.conflict_retries = 0
         # Bound the ON clause to the source's key range so Delta skips files (see module doc);
         # `make bench` turns it off to measure the difference.
         self.key_range_pruning = True
@@ -150,6 +189,7 @@ class DeltaApplier:
     # -- tables ----------------------------------------------------------------------------------
     def create_table(self, path: str, spec: TableSpec) -> None:
         """CREATE TABLE IF NOT EXISTS at `path` (idempotent: re-running after a crash is a no-op)."""
+        clear_unborn_table(path)
         cols = ", ".join(column_ddl(c) for c in spec.columns)
         props = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in TABLE_PROPERTIES.items())
         comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
@@ -172,6 +212,16 @@ class DeltaApplier:
         txns = self._snapshot(path).transactions()
         opt = txns.get(app_id)
         return int(opt.get()) if opt.isDefined() else -1
+
+    def conflict_backoff(self, attempt: int, what: str, exc: BaseException) -> None:
+        """Count, log and sleep before re-running a statement a concurrent Delta commit rejected."""
+        self.conflict_retries += 1
+        delay = min(0.25 * 2**attempt, 8.0) * random.uniform(0.5, 1.5)
+        lines = str(exc).splitlines()
+        first = next((ln for ln in lines if "Concurrent" in ln or "CONCURRENT" in ln), type(exc).__name__)
+        log.warning("%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
+                    what, first.strip()[:200], delay, attempt, self.max_retries)
+        time.sleep(delay)
 
     def app_id(self, uid: str) -> str:
         return f"{self.app_id_prefix}/{uid}"
@@ -250,8 +300,16 @@ class DeltaApplier:
                     # Concurrent OPTIMIZE/VACUUM or readers' writers: retry; idempotence makes it safe.
                     if is_conflict(exc) and attempt < self.max_retries:
                         attempt += 1
-                        time.sleep(min(0.2 * 2**attempt, 5.0))
+                        self.conflict_backoff(attempt, f"MERGE into {path}", exc)
                         continue
+                    if is_missing_file(exc):
+                        raise StateError(
+                            f"Delta table {path} ({spec.schema}.{spec.table}) references files that no longer "
+                            "exist; typically a VACUUM with a retention shorter than a write in flight (e.g. RETAIN "
+                            "0 HOURS with the retention check off) deleted files before their commit. The table is "
+                            "corrupt for every reader and writer: RESTORE it to an earlier version, or rebuild the "
+                            "warehouse with `replicator replay --from-earliest`"
+                        ) from None
                     raise
                 finally:
                     conf.unset("spark.databricks.delta.write.txnAppId")

@@ -26,6 +26,7 @@ from replicator import ddlparse as dp
 from replicator.apply import DeltaApplier, column_ddl, delta_ref, is_conflict
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, RowChange, tso_to_datetime
+from replicator.faults import fault_point
 from replicator.typemap import (
     ColumnSpec,
     TableSpec,
@@ -87,7 +88,19 @@ class DdlApplier:
 
     # -- Delta helpers --------------------------------------------------------------------------
     def sql(self, statement: str) -> None:
-        self.delta.sql(statement)
+        """One Delta statement of a DDL, re-run when a concurrent writer's commit rejected it (it did
+        not commit, so re-running is safe)."""
+        attempt = 0
+        while True:
+            try:
+                self.delta.sql(statement)
+                break
+            except Exception as exc:
+                if not is_conflict(exc) or attempt >= self.delta.max_retries:
+                    raise
+                attempt += 1
+                self.delta.conflict_backoff(attempt, statement[:120], exc)
+        fault_point("mid_ddl")
 
     def fields(self, path: str) -> dict[str, StructField]:
         """The live Delta schema by column name (read before every change: check-before-alter)."""

@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from replicator.apply import delta_ref
+from replicator.apply import clear_unborn_table, delta_ref
 from replicator.source import Record
 from replicator.warehouse import Warehouse
 
@@ -28,6 +28,7 @@ def write_dead_letters(
 ) -> None:
     path = str(warehouse.dead_letters_path)
     ref = delta_ref(path)
+    clear_unborn_table(path)  # a crash inside this CREATE must not leave a table that never exists
     spark.sql(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta")
     now = dt.datetime.now(dt.UTC)
     rows = [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, protocol, err, now) for r, err in items]

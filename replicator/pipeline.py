@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -18,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from replicator.codec.values import DecodeOptions
-from replicator.errors import DdlError, DecodeError, ReplicatorError, UnsupportedError
+from replicator.errors import DdlError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Event, Position, RowChange, tso_physical_ms, tso_to_datetime
+from replicator.faults import fault_point, fault_timer
 from replicator.source import Record, Source
 from replicator.typemap import spec_from_row
 from replicator.warehouse import State, TableEntry, Warehouse, table_uid
@@ -213,7 +215,9 @@ class Engine:
 
     @contextmanager
     def _signals(self) -> Iterator[None]:
-        if self.options.until_caught_up:
+        """Follow mode: SIGINT/SIGTERM finish the current step and stop cleanly. Python only lets the
+        main thread set handlers; an engine embedded in another thread is stopped by request_stop()."""
+        if self.options.until_caught_up or threading.current_thread() is not threading.main_thread():
             yield
             return
         old = {s: signal.signal(s, self.request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -264,11 +268,43 @@ class Engine:
                     self._apply_ready(state, windower)
                     last_apply = now
                     display.update()
+                    # A partition found while applying must be read too before the run ends.
+                    caught_up = caught_up and self.source.caught_up()
                 if failure is not None:
                     self.summary.error = str(failure)
                     raise failure
                 if caught_up or self._stop:
                     return
+
+    def _partitions_known(self, windower: Windower) -> bool:
+        """Whether every partition of the topic is being read, checked against fresh metadata.
+
+        Why before every advance of the watermark: TiCDC writes a resolved ts R to a partition only
+        after every row <= R reached every partition it writes to. A partition added to the topic
+        (and used after a changefeed restart) may thus hold rows <= R while we have only read R on
+        the old ones; applying up to R first would drop those rows as "already applied". Metadata
+        fetched after R was read lists such a partition: it is then read from its start and the
+        watermark waits for its first resolved event (Windower.add_partition). False (do not apply
+        now) when the metadata cannot be fetched.
+        """
+        fresh: Callable[[], list[int] | None] | None = getattr(self.source, "fresh_partitions", None)
+        if fresh is None:  # a finite source (archive): its partitions are all known at start
+            return True
+        parts = fresh()
+        if parts is None:
+            log.warning("cannot fetch the partitions of %s: applying waits until the broker answers",
+                        self.source.name)
+            return False
+        new = sorted(set(parts) - set(windower.partitions))
+        if new:
+            add: Callable[[list[int]], bool] = self.source.add_partitions  # type: ignore[attr-defined]
+            if not add(new):
+                return False
+            for p in new:
+                windower.add_partition(p)
+            log.warning("topic %s has new partition(s) %s: reading them from their start; applying waits for "
+                        "their first resolved event", self.source.name, new)
+        return True
 
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
@@ -285,12 +321,16 @@ class Engine:
 
     # -- apply ----------------------------------------------------------------------------------
     def _apply_ready(self, state: State, windower: Windower) -> None:
-        self._flush_dead_letters()
+        if self._flush_dead_letters():
+            fault_point("after_dead_letters")
+        if windower.has_ready_step() and not self._partitions_known(windower):
+            return
         while True:
             step = windower.next_step()
             if step is None:
                 break
             record = self._apply_step(state, step)
+            fault_point("before_progress")
             windower.commit(step)
             self._commit_progress(state, windower, record)
         if not self.options.until_caught_up or self.source.caught_up():
@@ -324,7 +364,8 @@ class Engine:
             return record
         record["kind"] = "window"
         assert isinstance(step, RowBatch)
-        for (schema, table), rows in sorted(step.rows.items()):
+        tables = sorted(step.rows.items())
+        for i, ((schema, table), rows) in enumerate(tables):
             entry = state.live_table(schema, table) or self._infer_table(state, schema, table, rows)
             spec = entry.table_spec
             if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
@@ -334,7 +375,14 @@ class Engine:
             changes = collapse(rows, spec.key)
             self._check_columns(entry, rows)
             meta = {"replicator": {"step": n, "applied_ts": step.hi, "kind": "window"}}
-            res = self.delta.merge(entry.path, entry.uid, spec, changes, step.hi, meta)
+            fault_timer("mid_merge")
+            try:
+                res = self.delta.merge(entry.path, entry.uid, spec, changes, step.hi, meta)
+            except SchemaError as exc:  # e.g. a value that does not fit its column: say where it came from
+                raise SchemaError(f"{exc}; the rows came from {_positions(rows)}") from None
+            fault_point("after_merge")
+            if i + 1 < len(tables):
+                fault_point("between_tables")
             counts = self.summary.tables.setdefault(f"{schema}.{table}", TableCounts())
             if not res.skipped:
                 counts.upserts += res.upserts
@@ -352,8 +400,6 @@ class Engine:
         for row in rows:
             for col in row.columns or row.old_columns:
                 if col.name not in names:
-                    from replicator.errors import SchemaError
-
                     raise SchemaError(
                         f"row of {row.schema}.{row.table} at commit ts {row.commit_ts} has column {col.name!r} "
                         f"that the replicated table does not have ({row.position}); a DDL is missing from the stream"
@@ -389,17 +435,20 @@ class Engine:
             self.warehouse.append_window(record)
             self.summary.steps += 1
         self.warehouse.save_state(state)
+        fault_point("after_progress")
         self.summary.watermark = state.applied_ts
         self.source.commit({p: c.offset for p, c in cursors.items()})
 
     # -- dead letters ---------------------------------------------------------------------------
-    def _flush_dead_letters(self) -> None:
+    def _flush_dead_letters(self) -> bool:
+        """Record pending dead letters (before progress moves past them); True if there were any."""
         if not self._dead:
-            return
+            return False
         from replicator.deadletter import write_dead_letters
 
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, self._dead)
         self._dead = []
+        return True
 
     def _dead_letter_ddl(self, step: DdlStep, exc: Exception) -> None:
         pos = step.ddl.position
@@ -413,6 +462,19 @@ class Engine:
 
 def _where(rec: Record) -> str:
     return f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}"
+
+
+def _positions(rows: list[RowChange]) -> str:
+    """Kafka offset ranges per partition of some rows, e.g. "topic 't' partition 0 offsets 5..9"."""
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for r in rows:
+        if r.position is not None:
+            k = (r.position.topic, r.position.partition)
+            lo, hi = spans.get(k, (r.position.offset, r.position.offset))
+            spans[k] = (min(lo, r.position.offset), max(hi, r.position.offset))
+    if not spans:
+        return "an unknown position"
+    return "; ".join(f"topic {t!r} partition {p} offsets {lo}..{hi}" for (t, p), (lo, hi) in sorted(spans.items()))
 
 
 class _Progress:

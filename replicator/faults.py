@@ -1,0 +1,74 @@
+"""Test-only fault injection: crash the process at a named instant of a run.
+
+Why: a crash between two durable writes (a table's MERGE and the next one, the data and the
+progress file, two statements of one DDL) is the case exactly-once must survive, and random
+SIGKILLs hit each of those instants only by luck. `REPLICATOR_FAULT="after_merge:3"` crashes
+right after the third MERGE commit of the run, deterministically, so CI covers every instant.
+
+Spec: comma-separated `point:N` (the Nth time the point is reached) or `point:N:SECONDS`
+(for `mid_merge`: crash SECONDS after the Nth MERGE started, while Spark is executing it).
+The crash is a SIGKILL of the process group when this process leads it (the Spark JVM, a
+child, dies with it, as in a machine crash), else `os._exit(137)`. Unset (production): every
+call is a dictionary lookup that finds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections import Counter
+
+ENV = "REPLICATOR_FAULT"
+POINTS = ("after_merge", "between_tables", "mid_merge", "before_progress", "after_progress", "mid_ddl",
+          "after_dead_letters")
+"""after_merge: a table's MERGE committed; between_tables: ... and another table of the same step
+follows; mid_merge: during a MERGE; before_progress: a step's Delta writes done, state.json not yet
+replaced; after_progress: state.json replaced, consumer-group offsets not yet committed; mid_ddl:
+after one Delta statement of a DDL; after_dead_letters: dead letters written, progress not yet."""
+
+
+class _Faults:
+    def __init__(self, spec: str) -> None:
+        self.plan: dict[str, tuple[int, float]] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            fields = part.split(":")
+            if fields[0] not in POINTS or len(fields) not in (2, 3):
+                raise ValueError(f"{ENV}: {part!r} is not POINT:N[:SECONDS] with POINT one of {', '.join(POINTS)}")
+            self.plan[fields[0]] = (int(fields[1]), float(fields[2]) if len(fields) == 3 else 0.0)
+        self.hits: Counter[str] = Counter()
+
+    def reached(self, point: str) -> bool:
+        """Count a pass through `point`; True when this pass is the planned one."""
+        if point not in self.plan:
+            return False
+        self.hits[point] += 1
+        return self.hits[point] == self.plan[point][0]
+
+
+_FAULTS: _Faults | None = _Faults(os.environ[ENV]) if os.environ.get(ENV) else None
+
+
+def crash(point: str) -> None:
+    """Die now, like a power cut: no finally blocks, no flushing, the JVM killed with us."""
+    sys.stderr.write(f"replicator: injected fault {point}: crashing\n")
+    sys.stderr.flush()
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(137)
+
+
+def fault_point(point: str) -> None:
+    """Crash here if REPLICATOR_FAULT plans it for this pass (no-op otherwise)."""
+    if _FAULTS is not None and _FAULTS.reached(point):
+        crash(point)
+
+
+def fault_timer(point: str) -> None:
+    """For instants inside a blocking call (a MERGE running in the JVM): if planned for this pass,
+    crash the planned seconds from now, whatever the process is doing by then."""
+    if _FAULTS is not None and _FAULTS.reached(point):
+        timer = threading.Timer(_FAULTS.plan[point][1], crash, args=(point,))
+        timer.daemon = True
+        timer.start()
