@@ -1,0 +1,190 @@
+"""Broker faults: the broker stops mid-run and comes back (the run retries and completes), stays
+away past the retry budget (the run stops non-zero with a clear message, nothing lost, and a rerun
+completes), and partitions are added to the topic mid-stream (picked up while following, and by a
+later catch-up run). Tables are compared with the streamgen model's state (`state_at`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewPartitions
+
+from replicator.errors import KafkaSourceError
+from replicator.pipeline import Engine, RunOptions, RunSummary
+from replicator.source import KafkaSettings, KafkaSource
+from replicator.warehouse import Warehouse
+from tests.integration.helpers import produce_stream, run_engine
+from tests.kafka_fixtures import new_topic
+from tests.reliability.common import (
+    SOAK,
+    PrivateBroker,
+    assert_model_state,
+    produce_small_batches,
+    shifted,
+    size,
+    steps_done,
+    stream_records,
+    wait_for,
+)
+from tests.streamgen import generate
+
+# Generous: other Spark jobs may share the machine; each scenario polls for its conditions.
+pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(7200)]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateBroker]:
+    """A broker of this module's own (not the session one): these tests stop it."""
+    b = PrivateBroker(tmp_path_factory.mktemp("private-kafka") / "broker")
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _running(broker: PrivateBroker) -> PrivateBroker:
+    broker.start()  # no-op when it runs
+    return broker
+
+
+class Background:
+    """Engine.run() on a thread, keeping its result or error."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.summary: RunSummary | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.summary = self.engine.run()
+        except BaseException as exc:  # handed to the test thread
+            self.error = exc
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the run did not end within {timeout:.0f}s"
+
+
+def _slow_reader(bootstrap: str, topic: str, wh: Path, spark: Any, budget: float) -> tuple[Engine, KafkaSource]:
+    """A catch-up run whose reads need many round trips (tiny fetches), interleaved with MERGEs,
+    so a broker outage lands while it still has to read; probes after 1 s of empty polls."""
+    source = KafkaSource(KafkaSettings(bootstrap, topic, group_id=f"rel-{topic}", retry_budget_s=budget,
+                                       probe_after_s=1.0, poll_max_records=20, fetch_max_bytes=2048,
+                                       max_partition_fetch_bytes=1024))
+    opts = RunOptions(warehouse=str(wh), protocol="open", until_caught_up=True, max_buffer_rows=40, progress=False)
+    return Engine(source, opts, spark=spark), source
+
+
+def test_broker_restart_mid_run_then_completes(broker: PrivateBroker, spark: Any, tmp_path: Path) -> None:
+    b = _running(broker)
+    stream = generate(seed=71, n_txn=size(100, 1500), n_partitions=3, n_tables=3, truncate_prob=0.02)
+    topic = new_topic(b.bootstrap, 3, prefix="rel-restart")
+    produce_small_batches(b.bootstrap, topic, stream_records(stream.partitions, "open"))
+    wh = tmp_path / "wh"
+    engine, source = _slow_reader(b.bootstrap, topic, wh, spark, budget=300)
+    run = Background(engine)
+    wait_for("two applied steps", lambda: steps_done(wh) >= 2 or not run.thread.is_alive(), timeout=600)
+    assert run.thread.is_alive(), f"the run ended before the outage: {run.error}"
+    b.stop()
+    wait_for("the run to notice the outage", lambda: source.outages >= 1 or not run.thread.is_alive(), timeout=120)
+    b.start()
+    run.join(timeout=900)
+    assert run.error is None, repr(run.error)
+    assert source.outages >= 1, "the outage went unnoticed: make the stream larger"
+    assert run.summary is not None and run.summary.watermark == stream.final_ts
+    assert_model_state(spark, wh, stream.expected, "after a broker restart mid-run")
+
+
+def test_broker_away_past_retry_budget_stops_clearly_then_rerun_completes(broker: PrivateBroker, spark: Any,
+                                                                         tmp_path: Path) -> None:
+    b = _running(broker)
+    stream = generate(seed=72, n_txn=size(100, 1500), n_partitions=3, n_tables=3, truncate_prob=0.02)
+    topic = new_topic(b.bootstrap, 3, prefix="rel-budget")
+    produce_small_batches(b.bootstrap, topic, stream_records(stream.partitions, "open"))
+    wh = tmp_path / "wh"
+    engine, _ = _slow_reader(b.bootstrap, topic, wh, spark, budget=8)
+    run = Background(engine)
+    wait_for("two applied steps", lambda: steps_done(wh) >= 2 or not run.thread.is_alive(), timeout=600)
+    assert run.thread.is_alive(), f"the run ended before the outage: {run.error}"
+    b.stop()
+    try:
+        run.join(timeout=300)  # bounded: the budget, plus the probe and MERGE in flight
+        assert isinstance(run.error, KafkaSourceError), repr(run.error)
+        text = str(run.error)
+        assert "unreachable for" in text and "retry budget 8s" in text and "nothing was lost" in text, text
+        assert run.error.exit_code == 1
+        # Nothing lost or half-applied: every table is the model's state at the committed watermark.
+        applied = Warehouse(wh).load_state().applied_ts
+        assert 0 < applied < stream.final_ts
+        assert_model_state(spark, wh, stream.state_at(applied), "after giving up on the broker")
+        if SOAK:  # the CLI with the broker away (about 30 s of bootstrap timeout): exit 1, one line
+            cli = subprocess.run(
+                [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", b.bootstrap, "--topic", topic,
+                 "--protocol", "open", "--warehouse", str(tmp_path / "wh-cli"), "--until-caught-up"],
+                capture_output=True, text=True, timeout=300)
+            assert cli.returncode == 1 and "replicator run: error: cannot connect to Kafka" in cli.stderr, cli.stderr
+            assert "Traceback" not in cli.stderr
+    finally:
+        b.start()
+    summary = run_engine(b.bootstrap, topic, wh, spark, max_buffer_rows=200)
+    assert summary.watermark == stream.final_ts
+    assert_model_state(spark, wh, stream.expected, "after the rerun")
+
+
+def _partition_count(bootstrap: str, topic: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return len(consumer.partitions_for_topic(topic) or ())
+    finally:
+        consumer.close()
+
+
+def test_partitions_added_mid_stream_are_picked_up(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    first = generate(seed=73, n_txn=size(60, 600), n_partitions=2, n_tables=2, truncate_prob=0.0)
+    second = shifted(generate(seed=74, n_txn=size(60, 600), n_partitions=3, n_tables=2, truncate_prob=0.0),
+                     first.final_ts, "u")
+    expected = {**first.expected, **second.expected}
+    topic = new_topic(kafka_bootstrap, 2, prefix="rel-grow")
+    produce_stream(kafka_bootstrap, topic, first.partitions, "open")
+    follow_wh, batch_wh = tmp_path / "follow", tmp_path / "batch"
+    # A catch-up run sees the two partitions of the time.
+    run_engine(kafka_bootstrap, topic, batch_wh, spark, max_buffer_rows=500)
+    # A follower (on a thread: request_stop() ends it), applying every half second.
+    source = KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}"))
+    engine = Engine(source, RunOptions(warehouse=str(follow_wh), protocol="open", progress=False,
+                                       flush_interval_s=0.5), spark=spark)
+    run = Background(engine)
+    try:
+        state = Warehouse(follow_wh)
+        wait_for("the first phase applied", lambda: state.state_path.exists()
+                 and state.load_state().applied_ts >= first.final_ts, timeout=600)
+        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap, request_timeout_ms=30000)
+        try:
+            admin.create_partitions({topic: NewPartitions(total_count=3)})
+        finally:
+            admin.close()
+        wait_for("the new partition in the metadata", lambda: _partition_count(kafka_bootstrap, topic) == 3,
+                 timeout=60, every=1.0)
+        produce_stream(kafka_bootstrap, topic, second.partitions, "open")
+        wait_for("the second phase applied (incl. the new partition)",
+                 lambda: state.load_state().applied_ts >= second.final_ts or not run.thread.is_alive(), timeout=600)
+    finally:
+        engine.request_stop()
+        run.join(timeout=300)
+    assert run.error is None, repr(run.error)
+    assert "2" in Warehouse(follow_wh).load_state().partitions
+    assert_model_state(spark, follow_wh, expected, "follower after partitions were added")
+    # The next catch-up run starts with three partitions.
+    summary = run_engine(kafka_bootstrap, topic, batch_wh, spark, max_buffer_rows=500)
+    assert summary.watermark == second.final_ts
+    assert_model_state(spark, batch_wh, expected, "catch-up run after partitions were added")
