@@ -33,7 +33,7 @@ from tests.reliability.common import (
     stream_records,
     wait_for,
 )
-from tests.streamgen import generate
+from tests.streamgen import Stream, generate
 
 # Generous: other Spark jobs may share the machine; each scenario polls for its conditions.
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(7200)]
@@ -85,17 +85,24 @@ def _slow_reader(bootstrap: str, topic: str, wh: Path, spark: Any, budget: float
     return Engine(source, opts, spark=spark), source
 
 
-def test_broker_restart_mid_run_then_completes(broker: PrivateBroker, spark: Any, tmp_path: Path) -> None:
-    b = _running(broker)
-    stream = generate(seed=71, n_txn=size(100, 1500), n_partitions=3, n_tables=3, truncate_prob=0.02)
-    topic = new_topic(b.bootstrap, 3, prefix="rel-restart")
+def _outage_mid_run(b: PrivateBroker, seed: int, prefix: str, wh: Path, spark: Any,
+                    budget: float) -> tuple[Stream, str, Background, KafkaSource]:
+    """Produce a stream, start a slow catch-up run, stop the broker once two steps are applied."""
+    stream = generate(seed=seed, n_txn=size(100, 1500), n_partitions=3, n_tables=3, truncate_prob=0.02)
+    topic = new_topic(b.bootstrap, 3, prefix=prefix)
     produce_small_batches(b.bootstrap, topic, stream_records(stream.partitions, "open"))
-    wh = tmp_path / "wh"
-    engine, source = _slow_reader(b.bootstrap, topic, wh, spark, budget=300)
+    engine, source = _slow_reader(b.bootstrap, topic, wh, spark, budget=budget)
     run = Background(engine)
     wait_for("two applied steps", lambda: steps_done(wh) >= 2 or not run.thread.is_alive(), timeout=600)
     assert run.thread.is_alive(), f"the run ended before the outage: {run.error}"
     b.stop()
+    return stream, topic, run, source
+
+
+def test_broker_restart_mid_run_then_completes(broker: PrivateBroker, spark: Any, tmp_path: Path) -> None:
+    b = _running(broker)
+    wh = tmp_path / "wh"
+    stream, _, run, source = _outage_mid_run(b, 71, "rel-restart", wh, spark, budget=300)
     wait_for("the run to notice the outage", lambda: source.outages >= 1 or not run.thread.is_alive(), timeout=120)
     b.start()
     run.join(timeout=900)
@@ -108,15 +115,8 @@ def test_broker_restart_mid_run_then_completes(broker: PrivateBroker, spark: Any
 def test_broker_away_past_retry_budget_stops_clearly_then_rerun_completes(broker: PrivateBroker, spark: Any,
                                                                          tmp_path: Path) -> None:
     b = _running(broker)
-    stream = generate(seed=72, n_txn=size(100, 1500), n_partitions=3, n_tables=3, truncate_prob=0.02)
-    topic = new_topic(b.bootstrap, 3, prefix="rel-budget")
-    produce_small_batches(b.bootstrap, topic, stream_records(stream.partitions, "open"))
     wh = tmp_path / "wh"
-    engine, _ = _slow_reader(b.bootstrap, topic, wh, spark, budget=8)
-    run = Background(engine)
-    wait_for("two applied steps", lambda: steps_done(wh) >= 2 or not run.thread.is_alive(), timeout=600)
-    assert run.thread.is_alive(), f"the run ended before the outage: {run.error}"
-    b.stop()
+    stream, topic, run, _ = _outage_mid_run(b, 72, "rel-budget", wh, spark, budget=8)
     try:
         run.join(timeout=300)  # bounded: the budget, plus the probe and MERGE in flight
         assert isinstance(run.error, KafkaSourceError), repr(run.error)
