@@ -147,7 +147,6 @@ class Engine:
         self._spark = spark
         self._decode = decoder_for(options.protocol)
         self._stop = False
-        self._paused: set[int] = set()  # partitions paused by _read_laggards_first
         self.summary = RunSummary(source=source.name)
         self._delta: DeltaApplier | None = None
         self._ddl: DdlApplier | None = None
@@ -253,25 +252,22 @@ class Engine:
                         break
                     self.summary.events += len(events)
                     windower.offer(rec.partition, rec.offset, events)
+                    # Bound memory: apply complete windows as soon as the buffer is full.
+                    if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
+                        self._apply_ready(state, windower)
+                        last_apply = time.monotonic()
                 display.update()
                 now = time.monotonic()
                 caught_up = opts.until_caught_up and self.source.caught_up()
-                # Bound memory: a full buffer applies what is complete, unless reading the lagging
-                # partitions first would make that step much larger (see _read_laggards_first).
-                full = windower.buffered_rows >= opts.max_buffer_rows
-                if full and records and failure is None and not caught_up and not self._stop:
-                    full = not self._read_laggards_first(windower)
                 due = (
-                    failure is not None or caught_up or self._stop or full
+                    failure is not None or caught_up or self._stop
+                    or windower.buffered_rows >= opts.max_buffer_rows
                     or (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s)
                 )
                 if due:
                     self._apply_ready(state, windower)
-                    self._resume_all()
                     last_apply = now
                     display.update()
-                elif windower.buffered_rows < opts.max_buffer_rows:
-                    self._resume_all()
                     # A partition found while applying must be read too before the run ends.
                     caught_up = caught_up and self.source.caught_up()
                 if failure is not None:
@@ -279,40 +275,6 @@ class Engine:
                     raise failure
                 if caught_up or self._stop:
                     return
-
-    def _read_laggards_first(self, windower: Windower) -> bool:
-        """With the buffer full: pause the partitions that are ahead of the global watermark and
-        keep reading the ones behind it, instead of applying now. True when that was done.
-
-        Why: W is the slowest partition's watermark. When one partition was read far ahead (its
-        fetches came first), the buffer fills with rows above W, and applying at each small advance
-        of W costs one MERGE per table per resolved event for a handful of rows (a 700-transaction
-        stream took 138 steps). Reading the laggards first lets W catch up, so one step applies most
-        of the buffer. Not done when a good share of the buffer is applicable already, when the
-        buffer has grown to twice its bound, or by a source that cannot pause; the caller applies
-        and resumes everything once a poll returns nothing (the laggards have no more for now).
-        """
-        pause: Callable[[list[int]], None] | None = getattr(self.source, "pause", None)
-        max_rows = self.options.max_buffer_rows
-        if pause is None or windower.buffered_rows >= 2 * max_rows:
-            return False
-        ready = windower.ready_rows()
-        ahead = windower.ahead_partitions()
-        if ready >= max_rows // 2 or not ahead or len(ahead) == len(windower.partitions):
-            return False
-        log.debug("buffer full (%d rows, %d ready, W %d, partition watermarks %s): reading partitions behind W "
-                  "first, pausing %s", windower.buffered_rows, ready, windower.watermark,
-                  windower.partition_watermarks(), ahead)
-        if set(ahead) != self._paused:
-            pause(ahead)
-            self._paused = set(ahead)
-        return True
-
-    def _resume_all(self) -> None:
-        if self._paused:
-            pause: Callable[[list[int]], None] = self.source.pause  # type: ignore[attr-defined]
-            pause([])
-            self._paused = set()
 
     def _partitions_known(self, windower: Windower) -> bool:
         """Whether every partition of the topic is being read, checked against fresh metadata.

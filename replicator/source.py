@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -254,30 +254,6 @@ class KafkaSource:
             if pos is None or pos < self._end.get(tp.partition, 0):
                 return False
         return True
-
-    def pause(self, partitions: Collection[int]) -> None:
-        """Fetch only the other partitions until the next call (an empty one resumes all).
-        Positions are kept: records of a paused partition come later, in order."""
-        want = {tp for tp in self._tps if tp.partition in partitions}
-        paused = set(self._consumer.paused())
-        if paused - want:
-            resumed = paused - want
-            self._consumer.resume(*resumed)
-            self._unpark(resumed)
-        if want - paused:
-            self._consumer.pause(*(want - paused))
-
-    def _unpark(self, resumed: Collection[Any]) -> None:
-        """Work around kafka-python 3.0.12 (KAFKA-7548 port): records fetched for a partition
-        while it was paused are parked, and are only handed back when no other partition's
-        records are in line, yet while parked the partition is never fetched again; so a resumed
-        partition could stall forever (reproduced: pause, poll another partition, resume). Drop the
-        parked data and seek to the position (the next offset not yet returned): it is re-fetched."""
-        fetcher = getattr(self._consumer, "_fetcher", None)
-        for tp in resumed:
-            for parked in ("_paused_partition_records", "_paused_completed_fetches"):
-                getattr(fetcher, parked, {}).pop(tp, None)
-            self._consumer.seek(tp, self._consumer.position(tp, timeout_ms=self.PROBE_TIMEOUT_MS))
 
     def fresh_partitions(self) -> list[int] | None:
         """The topic's partitions from a metadata request sent now (the consumer's own metadata may

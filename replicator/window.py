@@ -181,17 +181,6 @@ class Windower:
             return True
         return any(d.ddl.commit_ts <= w for d in self._ddls.values())
 
-    def ready_rows(self) -> int:
-        """Buffered rows that a step could apply now (commit ts at or below W)."""
-        w = self.watermark
-        return sum(1 for buf in self._rows.values() for b in buf if b.row.commit_ts <= w)
-
-    def ahead_partitions(self) -> list[int]:
-        """Partitions whose watermark is past W: reading more of them grows the buffer but cannot
-        advance W, which waits for the others (the laggards)."""
-        w = self.watermark
-        return sorted(p for p, wm in self._wm.items() if wm > w)
-
     @property
     def pending_ddls(self) -> int:
         return len(self._ddls)

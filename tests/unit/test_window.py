@@ -179,21 +179,3 @@ def test_restart_cursor_points_at_oldest_unapplied_event() -> None:
     assert s is not None
     w.commit(s)
     assert w.restart_cursors() == {0: Cursor(4, 12)}
-
-
-def test_ready_rows_and_ahead_partitions_guide_flow_control() -> None:
-    w = Windower([0, 1, 2])
-    assert w.ahead_partitions() == [] and w.ready_rows() == 0
-    # Partition 0 read far ahead: rows and resolved up to 50; partitions 1 and 2 only to 10 and 20.
-    w.offer(0, 0, [row(5, Op.INSERT, 1), row(15, Op.INSERT, 2), row(40, Op.INSERT, 3), Resolved(50)])
-    assert w.watermark == 0 and w.ahead_partitions() == [0]  # 1 and 2 have no resolved yet
-    w.offer(1, 0, [Resolved(10)])
-    w.offer(2, 0, [Resolved(20)])
-    assert w.watermark == 10 and w.ahead_partitions() == [0, 2]
-    assert w.ready_rows() == 1  # only the row at 5 is complete
-    w.offer(1, 1, [row(12, Op.INSERT, 4), Resolved(30)])
-    assert w.watermark == 20 and w.ahead_partitions() == [0, 1] and w.ready_rows() == 3
-    step = w.next_step()
-    assert isinstance(step, RowBatch) and step.hi == 20
-    w.commit(step)
-    assert w.ready_rows() == 0 and w.buffered_rows == 1
