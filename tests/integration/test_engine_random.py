@@ -44,7 +44,7 @@ def test_random_workload_equals_expected_state(kafka_bootstrap: str, spark: Any,
 
 def _run_cli(bootstrap: str, topic: str, wh: Path) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--max-buffer-rows", "200"]
+           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--max-buffer-rows", "1000"]
     env = {**os.environ, "REPLICATOR_SHUFFLE_PARTITIONS": "1"}
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
@@ -66,7 +66,7 @@ def test_sigkill_at_random_instants_then_rerun(kafka_bootstrap: str, spark: Any,
             killed += 1
         proc.wait(timeout=60)
     final = _run_cli(kafka_bootstrap, topic, wh)
-    _, err = final.communicate(timeout=600)
+    _, err = final.communicate(timeout=1200)
     assert final.returncode == 0, err.decode()[-3000:]
     assert killed >= 1, "the workload finished before any kill landed; make it larger"
     assert_matches(spark, wh, stream)

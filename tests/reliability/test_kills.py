@@ -94,7 +94,6 @@ def _tables_ahead_of_progress(spark: Any, wh: Path) -> int:
 
 def test_sigkill_at_random_instants_of_a_ddl_stream(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     kills = size(2, 24)  # CI: tests/integration/test_engine_random.py kills at random instants too
-    # Large enough that every kill lands mid-stream (a run applies several steps before its kill).
     sim, msgs = _simulated("open", seed=31, events=size(400, 9000))
     topic = new_topic(kafka_bootstrap, 3, prefix="rel-kills")
     produce(kafka_bootstrap, topic, msgs)
