@@ -198,6 +198,19 @@ class DeltaApplier:
     def sql(self, statement: str) -> list[Any]:
         return self.spark.sql(statement).collect()
 
+    def sql_retrying(self, statement: str, what: str) -> list[Any]:
+        """Run a statement, re-running it when a concurrent writer's commit made Delta reject it
+        (a concurrent OPTIMIZE / VACUUM / user write: nothing of ours committed, so it is safe)."""
+        attempt = 0
+        while True:
+            try:
+                return self.sql(statement)
+            except Exception as exc:
+                if not is_conflict(exc) or attempt >= self.max_retries:
+                    raise
+                attempt += 1
+                self.conflict_backoff(attempt, what, exc)
+
     def _snapshot(self, path: str) -> Any:
         """Fresh DeltaLog snapshot through py4j: DeltaLog has no public Python API (version, txn ids)."""
         jvm: Any = self.spark._jvm
@@ -288,34 +301,24 @@ class DeltaApplier:
         app_id = self.app_id(uid)
         conf = self.spark.conf
         try:
-            attempt = 0
-            while True:
-                conf.set("spark.databricks.delta.write.txnAppId", app_id)
-                conf.set("spark.databricks.delta.write.txnVersion", str(version))
-                conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata, sort_keys=True))
-                try:
-                    result = self.sql(self.merge_sql(path, spec, view, key_range))
-                    break
-                except Exception as exc:
-                    # Concurrent OPTIMIZE/VACUUM or readers' writers: retry; idempotence makes it safe.
-                    if is_conflict(exc) and attempt < self.max_retries:
-                        attempt += 1
-                        self.conflict_backoff(attempt, f"MERGE into {path}", exc)
-                        continue
-                    if is_missing_file(exc):
-                        raise StateError(
-                            f"Delta table {path} ({spec.schema}.{spec.table}) references files that no longer "
-                            "exist; typically a VACUUM with a retention shorter than a write in flight (e.g. RETAIN "
-                            "0 HOURS with the retention check off) deleted files before their commit. The table is "
-                            "corrupt for every reader and writer: RESTORE it to an earlier version, or rebuild the "
-                            "warehouse with `replicator replay --from-earliest`"
-                        ) from None
-                    raise
-                finally:
-                    conf.unset("spark.databricks.delta.write.txnAppId")
-                    conf.unset("spark.databricks.delta.write.txnVersion")
-                    conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            conf.set("spark.databricks.delta.write.txnAppId", app_id)
+            conf.set("spark.databricks.delta.write.txnVersion", str(version))
+            conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata, sort_keys=True))
+            result = self.sql_retrying(self.merge_sql(path, spec, view, key_range), f"MERGE into {path}")
+        except Exception as exc:
+            if is_missing_file(exc):
+                raise StateError(
+                    f"Delta table {path} ({spec.schema}.{spec.table}) references files that no longer "
+                    "exist; typically a VACUUM with a retention shorter than a write in flight (e.g. RETAIN "
+                    "0 HOURS with the retention check off) deleted files before their commit. The table is "
+                    "corrupt for every reader and writer: RESTORE it to an earlier version, or rebuild the "
+                    "warehouse with `replicator replay --from-earliest`"
+                ) from None
+            raise
         finally:
+            conf.unset("spark.databricks.delta.write.txnAppId")
+            conf.unset("spark.databricks.delta.write.txnVersion")
+            conf.unset("spark.databricks.delta.commitInfo.userMetadata")
             self.spark.catalog.dropTempView(view)
         skipped = not result
         return MergeResult(len(changes), len(changes) - deletes, deletes, self.table_version(path), skipped)

@@ -90,16 +90,7 @@ class DdlApplier:
     def sql(self, statement: str) -> None:
         """One Delta statement of a DDL, re-run when a concurrent writer's commit rejected it (it did
         not commit, so re-running is safe)."""
-        attempt = 0
-        while True:
-            try:
-                self.delta.sql(statement)
-                break
-            except Exception as exc:
-                if not is_conflict(exc) or attempt >= self.delta.max_retries:
-                    raise
-                attempt += 1
-                self.delta.conflict_backoff(attempt, statement[:120], exc)
+        self.delta.sql_retrying(statement, statement[:120])
         fault_point("mid_ddl")
 
     def fields(self, path: str) -> dict[str, StructField]:
