@@ -147,6 +147,7 @@ class Engine:
         self._spark = spark
         self._decode = decoder_for(options.protocol)
         self._stop = False
+        self._waiting_for_metadata = False  # logged once per wait, not per record
         self.summary = RunSummary(source=source.name)
         self._delta: DeltaApplier | None = None
         self._ddl: DdlApplier | None = None
@@ -265,11 +266,12 @@ class Engine:
                     or (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s)
                 )
                 if due:
-                    self._apply_ready(state, windower)
+                    complete = self._apply_ready(state, windower)
                     last_apply = now
                     display.update()
-                    # A partition found while applying must be read too before the run ends.
-                    caught_up = caught_up and self.source.caught_up()
+                    # A partition found while applying must be read too before the run ends, and a
+                    # catch-up run whose ready steps wait for the topic's metadata goes on waiting.
+                    caught_up = caught_up and complete and self.source.caught_up()
                 if failure is not None:
                     self.summary.error = str(failure)
                     raise failure
@@ -292,9 +294,12 @@ class Engine:
             return True
         parts = fresh()
         if parts is None:
-            log.warning("cannot fetch the partitions of %s: applying waits until the broker answers",
-                        self.source.name)
+            if not self._waiting_for_metadata:
+                log.warning("cannot fetch the partitions of %s: applying waits until the broker answers",
+                            self.source.name)
+            self._waiting_for_metadata = True
             return False
+        self._waiting_for_metadata = False
         new = sorted(set(parts) - set(windower.partitions))
         if new:
             add: Callable[[list[int]], bool] = self.source.add_partitions  # type: ignore[attr-defined]
@@ -320,11 +325,12 @@ class Engine:
         return events
 
     # -- apply ----------------------------------------------------------------------------------
-    def _apply_ready(self, state: State, windower: Windower) -> None:
+    def _apply_ready(self, state: State, windower: Windower) -> bool:
+        """Apply every ready step; False when they wait for the topic's partitions (no metadata)."""
         if self._flush_dead_letters():
             fault_point("after_dead_letters")
         if windower.has_ready_step() and not self._partitions_known(windower):
-            return
+            return False
         while True:
             step = windower.next_step()
             if step is None:
@@ -336,6 +342,7 @@ class Engine:
         if not self.options.until_caught_up or self.source.caught_up():
             # Persist cursors even when no step was due (e.g. only replays or skipped dead letters).
             self._commit_progress(state, windower, None)
+        return True
 
     def _apply_step(self, state: State, step: Step) -> dict[str, Any]:
         n = state.steps + 1

@@ -79,6 +79,7 @@ class KafkaSource:
 
     PROBE_TIMEOUT_MS = 5000
     COMMIT_TIMEOUT_MS = 5000
+    METADATA_RETRY_S = 1.0  # after a failed metadata request, the next one waits this long
 
     def __init__(self, settings: KafkaSettings) -> None:
         from kafka import KafkaConsumer
@@ -114,6 +115,8 @@ class KafkaSource:
         self._down_since: float | None = None
         self._probe_delay = settings.probe_after_s
         self._admin: Any = None  # KafkaAdminClient for fresh metadata, made on first use
+        self._meta_down_since: float | None = None  # first failed metadata request of an outage
+        self._meta_failed_at = 0.0
         self.outages = 0  # times the broker became unreachable during this run
 
     def _where(self) -> str:
@@ -257,7 +260,16 @@ class KafkaSource:
 
     def fresh_partitions(self) -> list[int] | None:
         """The topic's partitions from a metadata request sent now (the consumer's own metadata may
-        be minutes old); None when the broker does not answer within PROBE_TIMEOUT_MS."""
+        be minutes old); None when the broker does not answer within PROBE_TIMEOUT_MS, or when the
+        last request failed less than METADATA_RETRY_S ago (callers ask per record while blocked).
+
+        A failed admin client is dropped: kafka-python fails its requests at once while its only
+        node is in reconnect backoff (up to 30 s), so a fresh client answers sooner once the broker
+        is back. Raises KafkaSourceError when no answer came for the retry budget.
+        """
+        now = time.monotonic()
+        if self._meta_down_since is not None and now - self._meta_failed_at < self.METADATA_RETRY_S:
+            return None
         try:
             if self._admin is None:
                 from kafka import KafkaAdminClient
@@ -265,14 +277,39 @@ class KafkaSource:
                 self._admin = KafkaAdminClient(
                     bootstrap_servers=self.settings.bootstrap_servers.split(","), client_id="replicator-metadata",
                     request_timeout_ms=self.PROBE_TIMEOUT_MS, bootstrap_timeout_ms=self.PROBE_TIMEOUT_MS,
-                    **dict(self.settings.security or {}))
+                    reconnect_backoff_max_ms=self.METADATA_RETRY_S * 1000, **dict(self.settings.security or {}))
             topics = self._admin.describe_topics([self.settings.topic])
         except self._KafkaError as exc:
-            log.warning("%s: cannot fetch the partitions of %r: %s", self._where(), self.settings.topic, exc)
+            self._drop_admin()
+            now = time.monotonic()
+            self._meta_failed_at = now
+            if self._meta_down_since is None:
+                self._meta_down_since = now
+                log.warning("%s: cannot fetch the partitions of %r: %s; retrying every %.0fs, budget %.0fs",
+                            self._where(), self.settings.topic, exc, self.METADATA_RETRY_S,
+                            self.settings.retry_budget_s)
+            elif now - self._meta_down_since > self.settings.retry_budget_s:
+                raise KafkaSourceError(
+                    f"{self._where()}: no answer to metadata requests for topic {self.settings.topic!r} for "
+                    f"{now - self._meta_down_since:.0f}s (retry budget {self.settings.retry_budget_s:.0f}s): "
+                    f"{type(exc).__name__}: {exc}; nothing was lost: progress is committed up to the last applied "
+                    "step, rerun when the broker is back"
+                ) from None
             return None
+        if self._meta_down_since is not None:
+            log.warning("%s: metadata requests answered again after %.0fs", self._where(), now - self._meta_down_since)
+            self._meta_down_since = None
         parts = [p.get("partition_index", p.get("partition")) for t in topics for p in t.get("partitions") or ()
                  if t.get("name") == self.settings.topic]
         return sorted(int(p) for p in parts if p is not None) or None
+
+    def _drop_admin(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception as exc:  # closing a client of an absent broker; nothing to keep
+                log.debug("closing the metadata client: %s", exc)
+            self._admin = None
 
     def add_partitions(self, new: Sequence[int]) -> bool:
         """Read partitions added to the topic mid-run from their earliest offset, up to their end
@@ -311,8 +348,7 @@ class KafkaSource:
 
     def close(self) -> None:
         self._consumer.close(timeout_ms=self.COMMIT_TIMEOUT_MS)
-        if self._admin is not None:
-            self._admin.close()
+        self._drop_admin()
 
 
 def parse_offsets(text: str, partitions: Sequence[int] | None = None) -> dict[int, int]:

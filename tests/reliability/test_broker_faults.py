@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,71 @@ def test_partitions_added_mid_stream_are_picked_up(kafka_bootstrap: str, spark: 
     summary = run_engine(kafka_bootstrap, topic, batch_wh, spark, max_buffer_rows=500)
     assert summary.watermark == second.final_ts
     assert_model_state(spark, batch_wh, expected, "catch-up run after partitions were added")
+
+
+class _MetadataLagging(KafkaSource):
+    """The real source, but its metadata requests fail `misses` times once everything is read: the
+    state CI met when the metadata client was still in reconnect backoff after a broker restart
+    while the consumer had already read to the end."""
+
+    def __init__(self, settings: KafkaSettings, misses: int) -> None:
+        super().__init__(settings)
+        self.misses = misses
+
+    def fresh_partitions(self) -> list[int] | None:
+        if self.misses and self.caught_up():
+            self.misses -= 1
+            return None
+        return super().fresh_partitions()
+
+
+def test_caught_up_run_waits_for_metadata_before_ending(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    stream = generate(seed=75, n_txn=size(40, 400), n_partitions=2, n_tables=2, truncate_prob=0.0)
+    topic = new_topic(kafka_bootstrap, 2, prefix="rel-meta")
+    produce_stream(kafka_bootstrap, topic, stream.partitions, "open")
+    source = _MetadataLagging(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}"), misses=5)
+    opts = RunOptions(warehouse=str(tmp_path / "wh"), protocol="open", until_caught_up=True, progress=False)
+    summary = Engine(source, opts, spark=spark).run()
+    assert source.misses == 0
+    assert summary.watermark == stream.final_ts, "the run ended caught up with ready steps left unapplied"
+    assert_model_state(spark, tmp_path / "wh", stream.expected, "after metadata came back")
+
+
+class _Refusing:
+    """A metadata client whose every request fails, as when the broker is away."""
+
+    requests = 0
+
+    def describe_topics(self, topics: list[str]) -> Any:
+        from kafka.errors import NodeNotReadyError
+
+        _Refusing.requests += 1
+        raise NodeNotReadyError("No node_id provided")
+
+    def close(self) -> None:
+        pass
+
+
+def test_metadata_retries_are_paced_and_budgeted(kafka_bootstrap: str) -> None:
+    topic = new_topic(kafka_bootstrap, 1, prefix="rel-meta-budget")
+    source = KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}", retry_budget_s=1.5))
+    try:
+        source._admin = _Refusing()
+        assert source.fresh_partitions() is None and _Refusing.requests == 1
+        assert source._admin is None, "a failed client is kept (kafka-python's backoff would delay its recovery)"
+        source._admin = _Refusing()
+        for _ in range(100):  # asked per record while blocked: no request within METADATA_RETRY_S
+            assert source.fresh_partitions() is None
+        assert _Refusing.requests == 1
+        time.sleep(source.METADATA_RETRY_S + 0.1)
+        assert source.fresh_partitions() is None and _Refusing.requests == 2
+        time.sleep(source.METADATA_RETRY_S + 0.1)
+        source._admin = _Refusing()
+        with pytest.raises(KafkaSourceError, match=r"no answer to metadata .* budget 2s.*nothing was lost"):
+            source.fresh_partitions()
+        time.sleep(source.METADATA_RETRY_S + 0.1)
+        source._admin = None  # a real client: it answers, and the outage is over
+        assert source.fresh_partitions() == [0]
+        assert source._meta_down_since is None
+    finally:
+        source.close()
