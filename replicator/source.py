@@ -234,16 +234,19 @@ class KafkaSource:
             self._down_since = self._last_ok
             self.outages += 1
         down = now - self._down_since
-        if down > self.settings.retry_budget_s:
-            raise KafkaSourceError(
-                f"{self._where()} unreachable for {down:.0f}s (retry budget {self.settings.retry_budget_s:.0f}s): "
-                f"{type(exc).__name__}: {exc}; nothing was lost: progress is committed up to the last applied "
-                "step, rerun when the broker is back"
-            )
+        self._check_budget(f"{self._where()} unreachable", down, exc)
         log.warning("%s unreachable for %.0fs (%s); retrying, budget %.0fs", self._where(), down, exc,
                     self.settings.retry_budget_s)
         self._last_ok = now  # next probe after the (doubled) delay
         self._probe_delay = min(self._probe_delay * 2, 30.0)
+
+    def _check_budget(self, what: str, down: float, exc: Exception) -> None:
+        if down > self.settings.retry_budget_s:
+            raise KafkaSourceError(
+                f"{what} for {down:.0f}s (retry budget {self.settings.retry_budget_s:.0f}s): {type(exc).__name__}: "
+                f"{exc}; nothing was lost: progress is committed up to the last applied step, rerun when the broker "
+                "is back"
+            ) from None
 
     def _position(self, tp: Any) -> int | None:
         """The next offset to read; bounded (kafka-python may validate a position over the network
@@ -288,13 +291,9 @@ class KafkaSource:
                 log.warning("%s: cannot fetch the partitions of %r: %s; retrying every %.0fs, budget %.0fs",
                             self._where(), self.settings.topic, exc, self.METADATA_RETRY_S,
                             self.settings.retry_budget_s)
-            elif now - self._meta_down_since > self.settings.retry_budget_s:
-                raise KafkaSourceError(
-                    f"{self._where()}: no answer to metadata requests for topic {self.settings.topic!r} for "
-                    f"{now - self._meta_down_since:.0f}s (retry budget {self.settings.retry_budget_s:.0f}s): "
-                    f"{type(exc).__name__}: {exc}; nothing was lost: progress is committed up to the last applied "
-                    "step, rerun when the broker is back"
-                ) from None
+            else:
+                self._check_budget(f"{self._where()}: no answer to metadata requests for topic "
+                                   f"{self.settings.topic!r}", now - self._meta_down_since, exc)
             return None
         if self._meta_down_since is not None:
             log.warning("%s: metadata requests answered again after %.0fs", self._where(), now - self._meta_down_since)
