@@ -87,7 +87,8 @@ def _add_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timezone", help="upstream time zone of TIMESTAMP values (default UTC)")
     p.add_argument("--legacy", choices=["auto", "legacy", "modern"], help="Open Protocol pre-4.0.6 base64 strings")
     p.add_argument("--zero-dates", choices=["error", "null"], help="zero DATE/DATETIME values: error (default) or NULL")
-    p.add_argument("--max-buffer-rows", type=int, help="apply complete windows once this many rows are buffered")
+    p.add_argument("--max-buffer-rows", type=int,
+                   help="bound on buffered rows: apply complete windows once reached (default 200000)")
     p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
                    help="stop (non-zero, nothing lost) once the broker has been unreachable this long (default 120)")
     p.add_argument("--wait", action="store_true", default=None, help="wait for another run on the warehouse to finish")

@@ -147,7 +147,6 @@ class Engine:
         self._spark = spark
         self._decode = decoder_for(options.protocol)
         self._stop = False
-        self._waiting_for_metadata = False  # logged once per wait, not per record
         self.summary = RunSummary(source=source.name)
         self._delta: DeltaApplier | None = None
         self._ddl: DdlApplier | None = None
@@ -293,13 +292,8 @@ class Engine:
         if fresh is None:  # a finite source (archive): its partitions are all known at start
             return True
         parts = fresh()
-        if parts is None:
-            if not self._waiting_for_metadata:
-                log.warning("cannot fetch the partitions of %s: applying waits until the broker answers",
-                            self.source.name)
-            self._waiting_for_metadata = True
+        if parts is None:  # the source logs the wait once and bounds it by its retry budget
             return False
-        self._waiting_for_metadata = False
         new = sorted(set(parts) - set(windower.partitions))
         if new:
             add: Callable[[list[int]], bool] = self.source.add_partitions  # type: ignore[attr-defined]

@@ -288,9 +288,9 @@ class KafkaSource:
             self._meta_failed_at = now
             if self._meta_down_since is None:
                 self._meta_down_since = now
-                log.warning("%s: cannot fetch the partitions of %r: %s; retrying every %.0fs, budget %.0fs",
-                            self._where(), self.settings.topic, exc, self.METADATA_RETRY_S,
-                            self.settings.retry_budget_s)
+                log.warning("%s: cannot fetch the partitions of %r: %s; applying waits until the broker answers "
+                            "(retrying every %.0fs, budget %.0fs)", self._where(), self.settings.topic, exc,
+                            self.METADATA_RETRY_S, self.settings.retry_budget_s)
             else:
                 self._check_budget(f"{self._where()}: no answer to metadata requests for topic "
                                    f"{self.settings.topic!r}", now - self._meta_down_since, exc)
