@@ -48,16 +48,16 @@ lint: setup ## ruff + mypy
 	$(VENV)/bin/mypy replicator
 
 bench: setup ## benchmarks -> bench/results.md + results.png (BENCH_ARGS="--events 100000", "--quick")
-	$(PY) -m replicator.bench $(BENCH_ARGS)
+	$(PY) -m bench $(BENCH_ARGS)
 
 run: setup ## main job on the embedded default: local broker, simulated stream, ./warehouse
-	$(PY) -m replicator.demo --warehouse $(WAREHOUSE)
+	$(PY) -m replicator.sim.demo --warehouse $(WAREHOUSE)
 
 kafka-up: setup ## start the local Kafka broker (KRaft) on 127.0.0.1:$KAFKA_PORT
-	@$(PY) -m replicator.localkafka up --port $(KAFKA_PORT)
+	@$(PY) -m replicator.sim.localkafka up --port $(KAFKA_PORT)
 
 kafka-down: ## stop the local Kafka broker
-	@if [ -x $(PY) ]; then $(PY) -m replicator.localkafka down; fi
+	@if [ -x $(PY) ]; then $(PY) -m replicator.sim.localkafka down; fi
 
 notebook: setup ## Jupyter Lab on notebooks/explore.ipynb (explores ./warehouse; REPLICATOR_WAREHOUSE=DIR to change)
 	REPLICATOR_WAREHOUSE=$${REPLICATOR_WAREHOUSE:-$(abspath $(WAREHOUSE))} $(VENV)/bin/jupyter lab --ip 127.0.0.1 notebooks/explore.ipynb

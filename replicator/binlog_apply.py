@@ -1,6 +1,6 @@
 """Apply the seed's statement-based binary log into Delta: ``replicator run --binlog PATH...``.
 
-The log (``replicator.binlog``) carries MySQL statements with their session variables, interleaved
+The log (``replicator.formats.binlog``) carries MySQL statements with their session variables, interleaved
 by transaction and closed by Commit or Rollback events. This module replays the committed ones, in
 commit order, statement by statement through Spark SQL on path-based Delta tables.
 
@@ -40,8 +40,9 @@ import sqlglot
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 
-from replicator.apply import column_ddl
-from replicator.binlog import BinlogEvent, read_binlog, split_binlog_name
+from replicator.delta.merge import column_ddl
+from replicator.delta.typemap import column_from_def, quote_ident, quote_string, spec_from_create
+from replicator.delta.warehouse import Warehouse, safe_segment
 from replicator.errors import (
     ConfigError,
     DdlError,
@@ -53,8 +54,7 @@ from replicator.errors import (
     TruncatedFrameError,
     UnsupportedError,
 )
-from replicator.typemap import column_from_def, quote_ident, quote_string, spec_from_create
-from replicator.warehouse import Warehouse, safe_segment
+from replicator.formats.binlog import BinlogEvent, read_binlog, split_binlog_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -998,7 +998,7 @@ class BinlogApplier:
     def spark(self) -> SparkSession:
         """Created on first use: a run with nothing new to apply never starts a JVM."""
         if self._spark is None:
-            from replicator.spark import get_spark
+            from replicator.delta.spark import get_spark
 
             self._spark = get_spark()
         return self._spark

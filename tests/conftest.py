@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from replicator.spark import get_spark
+    from replicator.delta.spark import get_spark
 
     session = get_spark("replicator-tests")
     yield session

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaAdminClient
 
-from replicator.localkafka import running_broker
+from replicator.sim.localkafka import running_broker
 
 __all__ = ["kafka_bootstrap", "new_topic"]
 

@@ -10,9 +10,9 @@ from typing import Any
 from kafka import KafkaProducer
 
 from replicator.codec.values import DecodeOptions
-from replicator.pipeline import Engine, RunOptions, RunSummary
-from replicator.source import KafkaSettings, KafkaSource
-from replicator.warehouse import Warehouse
+from replicator.delta.warehouse import Warehouse
+from replicator.engine.pipeline import Engine, RunOptions, RunSummary
+from replicator.sources.kafka import KafkaSettings, KafkaSource
 
 
 def open_frame(keys: Sequence[bytes], values: Sequence[bytes]) -> tuple[bytes, bytes]:

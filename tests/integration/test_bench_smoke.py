@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from replicator import bench
+import bench
 from tests.integration.helpers import run_engine
 
 pytestmark = pytest.mark.integration

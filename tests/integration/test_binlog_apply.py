@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from replicator.binlog import BinlogWriter, read_binlog
 from replicator.binlog_apply import BinlogApplier, load_state
 from replicator.cli import main
+from replicator.formats.binlog import BinlogWriter, read_binlog
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from replicator.archive import list_archive_files, read_archive
-from replicator.capture import CaptureOptions, capture
 from replicator.cli import main
-from replicator.simcheck import check_warehouse, read_warehouse
-from replicator.simulate import ExpectedState, SimConfig, Simulation, produce
+from replicator.formats.archive import list_archive_files, read_archive
+from replicator.sim.simcheck import check_warehouse, read_warehouse
+from replicator.sim.simulate import ExpectedState, SimConfig, Simulation, produce
+from replicator.sources.capture import CaptureOptions, capture
 from tests.integration.helpers import produce as produce_raw
 from tests.integration.helpers import run_engine
 from tests.kafka_fixtures import new_topic

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from replicator.apply import DeltaApplier, delta_ref
 from replicator.cli import main as cli_main
-from replicator.ddl import TMP_PREFIX, DdlApplier, DdlOutcome
+from replicator.delta.ddl import TMP_PREFIX, DdlApplier, DdlOutcome
+from replicator.delta.merge import DeltaApplier, delta_ref
+from replicator.delta.typemap import quote_ident, quote_string
+from replicator.delta.warehouse import State, TableEntry, Warehouse
+from replicator.engine.window import Change
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, tso_to_datetime
-from replicator.typemap import quote_ident, quote_string
-from replicator.warehouse import State, TableEntry, Warehouse
-from replicator.window import Change
 
 pytestmark = pytest.mark.integration
 

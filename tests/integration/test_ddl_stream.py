@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from replicator.codec.open_protocol import encode_ddl, encode_resolved, encode_rows
+from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, DdlEvent, Flag, Op, RowChange, TypeCode
-from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, read_table, run_engine
 from tests.kafka_fixtures import new_topic
 
@@ -157,7 +157,7 @@ def test_mixed_ddl_and_dml_stream_equals_expected_state(kafka_bootstrap: str, sp
 
 def test_bad_ddl_stops_with_position_then_skip_dead_letters_it(kafka_bootstrap: str, spark: Any,
                                                                tmp_path: Path) -> None:
-    from replicator.deadletter import read_dead_letters
+    from replicator.delta.deadletter import read_dead_letters
     from replicator.errors import DdlError
 
     st = Stream()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from replicator import demo
-from replicator.warehouse import Warehouse
+from replicator.delta.warehouse import Warehouse
+from replicator.sim import demo
 
 pytestmark = pytest.mark.integration
 

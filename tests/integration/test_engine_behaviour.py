@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from replicator.deadletter import read_dead_letters
+from replicator.delta.deadletter import read_dead_letters
+from replicator.delta.warehouse import Warehouse
 from replicator.errors import DecodeError, StateError
-from replicator.warehouse import Warehouse
 from tests.integration.helpers import open_frame, produce, read_table, run_engine
 from tests.integration.test_engine_seed import PAST_SECOND_TXN, resolved, seed_records
 from tests.kafka_fixtures import new_topic

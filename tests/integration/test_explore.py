@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from replicator.explore import open_warehouse
+from replicator.delta.explore import open_warehouse
 from tests.integration.helpers import produce_stream, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.streamgen import SCHEMA, Stream, generate

@@ -19,7 +19,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from replicator import localkafka
+from replicator.sim import localkafka
 from tests.kafka_fixtures import kafka_bootstrap, new_topic  # noqa: F401  (kafka_bootstrap is a fixture)
 
 pytestmark = pytest.mark.integration
@@ -170,7 +170,7 @@ def test_consumer_group_commit_and_committed(kafka_bootstrap: str, producer: Kaf
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "replicator.localkafka", *args],
+        [sys.executable, "-m", "replicator.sim.localkafka", *args],
         cwd=localkafka.REPO_ROOT,
         capture_output=True,
         text=True,
@@ -213,6 +213,6 @@ def test_cli_up_up_down_is_idempotent(tmp_path: Path) -> None:
 
 
 def test_cluster_ids_never_look_like_flags() -> None:
-    from replicator.localkafka import new_cluster_id
+    from replicator.sim.localkafka import new_cluster_id
 
     assert not any(new_cluster_id().startswith("-") for _ in range(5000))

@@ -3,7 +3,7 @@ process, a private broker that tests may stop, and checks against independently 
 
 Every scenario compares the final tables with a state computed without the engine: the streamgen
 model (`tests/streamgen.py`, incl. `state_at(ts)`) or the simulator's expected tables
-(`replicator/simulate.py`, checked by `replicator.simcheck`).
+(`replicator/sim/simulate.py`, checked by `replicator.sim.simcheck`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from replicator import localkafka
+from replicator.delta.warehouse import Warehouse
 from replicator.events import DdlEvent, Event, Resolved, RowChange
-from replicator.warehouse import Warehouse
+from replicator.sim import localkafka
 from tests.integration.helpers import encode_partition
 from tests.streamgen import SCHEMA, Stream
 

@@ -17,10 +17,10 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewPartitions
 
+from replicator.delta.warehouse import Warehouse
+from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.errors import KafkaSourceError
-from replicator.pipeline import Engine, RunOptions, RunSummary
-from replicator.source import KafkaSettings, KafkaSource
-from replicator.warehouse import Warehouse
+from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.helpers import produce_stream, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import (

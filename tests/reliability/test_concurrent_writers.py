@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from replicator.apply import is_conflict
-from replicator.pipeline import Engine, RunOptions
-from replicator.source import KafkaSettings, KafkaSource
-from replicator.warehouse import Warehouse
+from replicator.delta.merge import is_conflict
+from replicator.delta.warehouse import Warehouse
+from replicator.engine.pipeline import Engine, RunOptions
+from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.helpers import produce_stream
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import assert_model_state, size

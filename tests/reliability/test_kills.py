@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from replicator.apply import DeltaApplier
-from replicator.deadletter import read_dead_letters
-from replicator.simcheck import check_warehouse
-from replicator.simulate import SimConfig, Simulation
-from replicator.warehouse import Warehouse, table_uid
+from replicator.delta.deadletter import read_dead_letters
+from replicator.delta.merge import DeltaApplier
+from replicator.delta.warehouse import Warehouse, table_uid
+from replicator.sim.simcheck import check_warehouse
+from replicator.sim.simulate import SimConfig, Simulation
 from tests.integration.helpers import produce, produce_stream, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import SOAK, assert_model_state, kill_group, size, start_run, steps_done, tail, wait_for

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from replicator import localkafka
-from replicator.deadletter import read_dead_letters
-from replicator.warehouse import Warehouse
+from replicator.delta.deadletter import read_dead_letters
+from replicator.delta.warehouse import Warehouse
+from replicator.sim import localkafka
 from tests.integration.helpers import produce, produce_stream
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import assert_model_state, cli_env

@@ -1,4 +1,4 @@
-"""Capture archives: write, rotate, chain, resume, read back, corruption (replicator.archive)."""
+"""Capture archives: write, rotate, chain, resume, read back, corruption (replicator.formats.archive)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from replicator._proto import archive_pb2
-from replicator.archive import (
+from replicator.errors import DecodeError, FrameError, TruncatedFrameError
+from replicator.formats.archive import (
     ARCHIVE_CHAIN_TAG,
     ARCHIVE_START_TAG,
     RECORD_TAG,
@@ -22,9 +23,8 @@ from replicator.archive import (
     list_archive_files,
     read_archive,
 )
-from replicator.binlog import BinlogWriter
-from replicator.errors import DecodeError, FrameError, TruncatedFrameError
-from replicator.framing import FrameReader, encode_frame
+from replicator.formats.binlog import BinlogWriter
+from replicator.formats.framing import FrameReader, encode_frame
 
 
 def _records(n: int, topic: str = "t") -> list[dict[str, Any]]:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from replicator.archive import inspect, list_archive_files
-from replicator.archive_source import ArchiveSource
 from replicator.cli import main
+from replicator.delta.warehouse import Warehouse
+from replicator.engine.pipeline import Engine, RunOptions
 from replicator.errors import FrameError
-from replicator.pipeline import Engine, RunOptions
-from replicator.warehouse import Warehouse
+from replicator.formats.archive import inspect, list_archive_files
+from replicator.sources.archive import ArchiveSource
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from replicator.archive import ArchiveWriter, inspect, list_archive_files, read_archive
-from replicator.archive_source import ArchiveSource, scan_archive
 from replicator.errors import ConfigError, FrameError, KafkaSourceError, TruncatedFrameError
-from replicator.simulate import SimConfig, Simulation, write_archive
+from replicator.formats.archive import ArchiveWriter, inspect, list_archive_files, read_archive
+from replicator.sim.simulate import SimConfig, Simulation, write_archive
+from replicator.sources.archive import ArchiveSource, scan_archive
 
 
 def make_archive(directory: Path, *, events: int = 300, rotate_bytes: int | None = 40_000,

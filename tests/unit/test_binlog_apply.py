@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from replicator import binlog_apply as ba
-from replicator.binlog import BinlogWriter, read_binlog
 from replicator.binlog_apply import (
     AddColumn,
     BinlogApplier,
@@ -41,7 +40,8 @@ from replicator.errors import (
     StateError,
     UnsupportedError,
 )
-from replicator.framing import encode_frame
+from replicator.formats.binlog import BinlogWriter, read_binlog
+from replicator.formats.framing import encode_frame
 
 ROOT = "/wh/binlog"
 

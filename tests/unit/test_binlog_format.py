@@ -1,4 +1,4 @@
-"""The seed's protobuf binary log: writer, reader, printer, rotation (replicator.binlog)."""
+"""The seed's protobuf binary log: writer, reader, printer, rotation (replicator.formats.binlog)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from replicator._proto import binlog_pb2
-from replicator.archive import ArchiveWriter
-from replicator.binlog import (
+from replicator.errors import ConfigError, DecodeError, FrameError, TruncatedFrameError
+from replicator.formats.archive import ArchiveWriter
+from replicator.formats.binlog import (
     CHAIN_TAG,
     START_TAG,
     BinlogWriter,
@@ -23,8 +24,7 @@ from replicator.binlog import (
     read_binlog,
     split_binlog_name,
 )
-from replicator.errors import ConfigError, DecodeError, FrameError, TruncatedFrameError
-from replicator.framing import FrameReader, encode_frame
+from replicator.formats.framing import FrameReader, encode_frame
 
 SEED_OUTPUT = """\
 # Global Id: (1,0)

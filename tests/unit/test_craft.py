@@ -824,7 +824,7 @@ def test_every_single_byte_mutation_of_the_vectors() -> None:
 
 def test_reference_case0_relaxed_date_text_decodes() -> None:
     """The reference's "case 0" data writes MySQL relaxed dates ('2021/01/01 00:00:00')."""
-    from replicator.bench import case0_row
+    from bench import case0_row
 
     row = case0_row()
     (msg,) = encode_rows([row])

@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from replicator import ddlparse as dp
-from replicator.ddl import (
+from replicator.delta import ddlparse as dp
+from replicator.delta.ddl import (
     DDL_NAMES,
     DDL_TYPES,
     HANDLERS,
@@ -19,10 +19,10 @@ from replicator.ddl import (
     readme_region,
     render_ddl_markdown,
 )
+from replicator.delta.typemap import ColumnSpec, TableSpec
+from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import DdlError
 from replicator.events import Column, DdlEvent, Flag, Op, Position, RowChange
-from replicator.typemap import ColumnSpec, TableSpec
-from replicator.warehouse import State, TableEntry, Warehouse
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -69,7 +69,7 @@ def test_mapping_covers_codes_1_to_36_once() -> None:
 def test_readme_region_is_the_rendered_mapping() -> None:
     rendered = render_ddl_markdown()
     assert readme_region(README.read_text(encoding="utf-8")) == rendered.strip(), (
-        "README DDL table is stale: run  .venv/bin/python -c \"from replicator.ddl import update_readme; "
+        "README DDL table is stale: run  .venv/bin/python -c \"from replicator.delta.ddl import update_readme; "
         "update_readme('README.md')\""
     )
     rows = [line for line in rendered.splitlines() if line.startswith("| ") and line[2].isdigit()]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from replicator import demo, localkafka
 from replicator.errors import ConfigError
+from replicator.sim import demo, localkafka
 
 
 class FakeHandle:

@@ -1,4 +1,4 @@
-"""The seed's transport frame: length encoding, CRC, truncation (replicator.framing)."""
+"""The seed's transport frame: length encoding, CRC, truncation (replicator.formats.framing)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replicator.errors import FrameError, TruncatedFrameError
-from replicator.framing import (
+from replicator.formats.framing import (
     MAX_LENGTH,
     Frame,
     FrameReader,

@@ -17,11 +17,13 @@ from sqlglot import exp
 
 from replicator.codec.render import value_to_json
 from replicator.codec.values import DecodeOptions
+from replicator.delta.typemap import TableSpec, column_from_def, converter_for, spec_from_create
+from replicator.engine.pipeline import decoder_for
+from replicator.engine.window import DdlStep, RowBatch, Windower, collapse
 from replicator.errors import ConfigError
 from replicator.events import DdlEvent, Position, Resolved, RowChange
-from replicator.pipeline import decoder_for
-from replicator.simcheck import ActualTable, canonical, compare_tables
-from replicator.simulate import (
+from replicator.sim.simcheck import ActualTable, canonical, compare_tables
+from replicator.sim.simulate import (
     DDL_KINDS,
     TEMPLATES,
     ExpectedState,
@@ -36,8 +38,6 @@ from replicator.simulate import (
     supported_ddl_kinds,
     table_value,
 )
-from replicator.typemap import TableSpec, column_from_def, converter_for, spec_from_create
-from replicator.window import DdlStep, RowBatch, Windower, collapse
 
 
 def digest(sim: Simulation) -> str:
@@ -120,7 +120,7 @@ def test_ddl_kinds() -> None:
     assert resolve_ddl_kinds("all") == tuple(DDL_KINDS)
     assert resolve_ddl_kinds("add_column, truncate") == ("create_table", "add_column", "truncate")
     assert set(resolve_ddl_kinds("auto")) == set(supported_ddl_kinds())
-    from replicator.ddl import HANDLERS
+    from replicator.delta.ddl import HANDLERS
 
     for kind in supported_ddl_kinds():
         assert set(DDL_KINDS[kind]) <= set(HANDLERS)

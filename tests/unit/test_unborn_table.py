@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replicator.apply import clear_unborn_table
+from replicator.delta.merge import clear_unborn_table
 
 
 def test_log_without_commits_is_removed(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.engine.window import Cursor, DdlStep, RowBatch, Windower, collapse
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
-from replicator.window import Cursor, DdlStep, RowBatch, Windower, collapse
 from tests.streamgen import generate, interleave
 
 

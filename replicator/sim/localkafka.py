@@ -181,7 +181,7 @@ def _server_properties(
         protocols += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
     return "\n".join(
         [
-            "# Written by replicator.localkafka; rewritten on every start.",
+            "# Written by replicator.sim.localkafka; rewritten on every start.",
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.bootstrap.servers={HOST}:{controller_port}",
@@ -210,7 +210,7 @@ def _server_properties(
 
 
 _LOG4J2 = """\
-# Written by replicator.localkafka: WARN to stdout (-> broker.log), plus the "Kafka Server started" line.
+# Written by replicator.sim.localkafka: WARN to stdout (-> broker.log), plus the "Kafka Server started" line.
 status = warn
 appender.stdout.type = Console
 appender.stdout.name = STDOUT
@@ -682,9 +682,9 @@ def _default_port() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m replicator.localkafka up|down|status``: used by ``make kafka-up`` / ``make kafka-down``."""
+    """``python -m replicator.sim.localkafka up|down|status``: used by ``make kafka-up`` / ``make kafka-down``."""
     parser = argparse.ArgumentParser(
-        prog="python -m replicator.localkafka",
+        prog="python -m replicator.sim.localkafka",
         description="Run a local single-node Apache Kafka broker (KRaft) on 127.0.0.1.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -21,7 +21,7 @@ Sections:
 4. resources: peak RSS of the driver and its JVM; data files per table after the run.
 5. profile: cProfile of the engine in-process on a smaller stream, costs grouped by stage.
 
-Run: ``make bench`` (``BENCH_ARGS="--events 100000"``) or ``python -m replicator.bench --help``.
+Run: ``make bench`` (``BENCH_ARGS="--events 100000"``) or ``python -m bench --help``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from replicator.events import Column, Event, Op, RowChange, TypeCode
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-log = logging.getLogger("replicator.bench")
+log = logging.getLogger("bench")
 
 GO_ENCODE_NS = 4809  # the seed's Go benchmark, case 0 (ns/op)
 GO_DECODE_NS = 7944
@@ -222,7 +222,7 @@ def _sizes(key: bytes | None, value: bytes) -> dict[str, int]:
 
 def workload_events(cfg: BenchConfig, n: int) -> list[tuple[int, Event]]:
     """(partition, event) of a simulated multi-table stream (rows, resolved, CREATE TABLE)."""
-    from replicator.simulate import SimConfig, Simulation
+    from replicator.sim.simulate import SimConfig, Simulation
 
     sim = Simulation(SimConfig(protocol="open", seed=cfg.seed + 100, events=n, partitions=cfg.partitions,
                                tables=cfg.tables, ddl="none"))
@@ -420,7 +420,7 @@ class RssSampler(threading.Thread):
 
 
 def _simulate(cfg: BenchConfig, protocol: str, events: int, seed: int) -> Any:
-    from replicator.simulate import SimConfig, Simulation
+    from replicator.sim.simulate import SimConfig, Simulation
 
     return Simulation(SimConfig(protocol=protocol, seed=seed, events=events,  # type: ignore[arg-type]
                                 partitions=cfg.partitions, tables=cfg.tables, ddl="none"))
@@ -428,7 +428,7 @@ def _simulate(cfg: BenchConfig, protocol: str, events: int, seed: int) -> Any:
 
 def produce_stream(cfg: BenchConfig, bootstrap: str, protocol: str, events: int, seed: int) -> dict[str, Any]:
     """Simulate `events` row changes and produce them into a new topic; returns topic + expected."""
-    from replicator.simulate import produce
+    from replicator.sim.simulate import produce
 
     sim = _simulate(cfg, protocol, events, seed)
     topic = f"bench-{protocol}-{uuid.uuid4().hex[:8]}"
@@ -471,9 +471,9 @@ def run_replicator(bootstrap: str, topic: str, protocol: str, warehouse: Path, m
 def consume_rate(bootstrap: str, topic: str, protocol: str, decode: bool) -> dict[str, Any]:
     """Read the whole topic (and decode every record) as the engine does, without applying."""
     from replicator.codec.values import DecodeOptions
+    from replicator.engine.pipeline import decoder_for
     from replicator.events import Position
-    from replicator.pipeline import decoder_for
-    from replicator.source import KafkaSettings, KafkaSource
+    from replicator.sources.kafka import KafkaSettings, KafkaSource
 
     dec = decoder_for(protocol)
     opts = DecodeOptions()
@@ -499,8 +499,8 @@ def consume_rate(bootstrap: str, topic: str, protocol: str, decode: bool) -> dic
 def warehouse_files(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
     """Per live table: files in the current snapshot, and parquet / deletion-vector / log files
     on disk (the small-file picture after a CDC run)."""
-    from replicator.apply import delta_ref
-    from replicator.warehouse import Warehouse
+    from replicator.delta.merge import delta_ref
+    from replicator.delta.warehouse import Warehouse
 
     state = Warehouse(str(warehouse)).load_state()
     tables: dict[str, Any] = {}
@@ -526,7 +526,7 @@ def warehouse_files(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
 def step_counts(warehouse: Path) -> dict[str, Any]:
     """How the run applied: DDL steps, window steps, MERGEs and rows per MERGE (a MERGE has a
     cost of its own, so few large ones are what a catch-up should do)."""
-    from replicator.warehouse import Warehouse
+    from replicator.delta.warehouse import Warehouse
 
     records = Warehouse(str(warehouse)).windows()
     windows = [r for r in records if r.get("kind") == "window"]
@@ -540,8 +540,8 @@ def append_baseline(spark: SparkSession, warehouse: Path, scratch: Path) -> dict
     fresh tables: what writing the result costs without CDC. Reading the rows back is not timed."""
     from pyspark.sql.types import StructField, StructType
 
-    from replicator.apply import DeltaApplier
-    from replicator.warehouse import Warehouse
+    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.warehouse import Warehouse
 
     applier = DeltaApplier(spark)
     state = Warehouse(str(warehouse)).load_state()
@@ -592,7 +592,7 @@ def bench_e2e(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Runner = 
 
 def finish_e2e(spark: SparkSession, e2e: dict[str, Any], scratch: Path, rounds: int = 2) -> None:
     """Section 2 (Spark part, after the subprocesses): verify, append baseline, file counts."""
-    from replicator.simcheck import check_warehouse
+    from replicator.sim.simcheck import check_warehouse
 
     for protocol, res in e2e.items():
         warehouse = Path(res["warehouse"])
@@ -620,7 +620,7 @@ def finish_e2e(spark: SparkSession, e2e: dict[str, Any], scratch: Path, rounds: 
 
 
 def _scale_spec() -> Any:
-    from replicator.typemap import ColumnSpec, TableSpec
+    from replicator.delta.typemap import ColumnSpec, TableSpec
 
     return TableSpec("bench", "scale", (
         ColumnSpec("id", "BIGINT", nullable=False), ColumnSpec("grp", "INT"), ColumnSpec("name", "STRING"),
@@ -634,7 +634,7 @@ def scale_changes(size: int, n: int = SCALE_CHANGES) -> list[Any]:
     import random
     from decimal import Decimal
 
-    from replicator.window import Change
+    from replicator.engine.window import Change
 
     rnd = random.Random(size)
     when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -658,7 +658,7 @@ def scale_changes(size: int, n: int = SCALE_CHANGES) -> list[Any]:
 def _load_scale_table(spark: SparkSession, path: str, size: int) -> None:
     """`size` rows with ascending ids, written in id order, SCALE_ROWS_PER_FILE rows per file (a
     table built up by inserts over time: key ranges of files barely overlap)."""
-    from replicator.apply import DeltaApplier
+    from replicator.delta.merge import DeltaApplier
 
     DeltaApplier(spark).create_table(path, _scale_spec())
     parts = max(1, math.ceil(size / SCALE_ROWS_PER_FILE))
@@ -673,7 +673,7 @@ def _load_scale_table(spark: SparkSession, path: str, size: int) -> None:
 def bench_scale(spark: SparkSession, cfg: BenchConfig, scratch: Path) -> dict[str, Any]:
     """Section 3: per size, the same kind of change set MERGEd with key-range pruning off
     ("before") and on ("after"), alternating, each from the same table version (RESTORE between)."""
-    from replicator.apply import DeltaApplier, delta_ref
+    from replicator.delta.merge import DeltaApplier, delta_ref
 
     spec = _scale_spec()
     applier = DeltaApplier(spark)
@@ -740,13 +740,13 @@ def _cmdline(pid: int) -> str:
 # (label, source file suffix, function names): cumulative time of those functions.
 _STAGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Spark / Delta (JVM, waited on via py4j)", "py4j/clientserver.py", ("send_command",)),
-    ("decode", "replicator/pipeline.py", ("_decode_record",)),
-    ("Kafka fetch (kafka-python)", "replicator/source.py", ("poll",)),
-    ("Arrow source build (apply.source_table)", "replicator/apply.py", ("source_table",)),
-    ("collapse to last change per key", "replicator/window.py", ("collapse",)),
-    ("windowing (offer, next_step, commit)", "replicator/window.py", ("offer", "next_step", "commit")),
-    ("restart cursors", "replicator/window.py", ("restart_cursors",)),
-    ("column check", "replicator/pipeline.py", ("_check_columns",)),
+    ("decode", "replicator/engine/pipeline.py", ("_decode_record",)),
+    ("Kafka fetch (kafka-python)", "replicator/sources/kafka.py", ("poll",)),
+    ("Arrow source build (apply.source_table)", "replicator/delta/merge.py", ("source_table",)),
+    ("collapse to last change per key", "replicator/engine/window.py", ("collapse",)),
+    ("windowing (offer, next_step, commit)", "replicator/engine/window.py", ("offer", "next_step", "commit")),
+    ("restart cursors", "replicator/engine/window.py", ("restart_cursors",)),
+    ("column check", "replicator/engine/pipeline.py", ("_check_columns",)),
 )
 
 
@@ -758,8 +758,8 @@ def _stage_times(stats: pstats.Stats) -> dict[str, float]:
 
 def profile_engine(spark: SparkSession, cfg: BenchConfig, bootstrap: str, scratch: Path) -> dict[str, Any]:
     """cProfile of one in-process `run --until-caught-up` per protocol on a smaller stream."""
-    from replicator.pipeline import Engine, RunOptions
-    from replicator.source import KafkaSettings, KafkaSource
+    from replicator.engine.pipeline import Engine, RunOptions
+    from replicator.sources.kafka import KafkaSettings, KafkaSource
 
     out: dict[str, Any] = {"events": cfg.profile_events}
     for i, protocol in enumerate(cfg.protocols):
@@ -841,7 +841,7 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     lines = [
         "# replicator benchmark results",
         "",
-        f"Measured in one run of `python -m replicator.bench {' '.join(results['argv'])}` on {m['date']} "
+        f"Measured in one run of `python -m bench {' '.join(results['argv'])}` on {m['date']} "
         f"(git `{m['git']}`), total {results['elapsed_s'] / 60:.1f} min.",
         "",
         f"- **Machine:** {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['os']}",
@@ -1163,14 +1163,14 @@ def run(cfg: BenchConfig, argv: Sequence[str]) -> dict[str, Any]:
     with _scratch(cfg.keep) as scratch, contextlib.ExitStack() as stack:
         bootstrap = ""
         if need_broker:
-            from replicator.localkafka import running_broker
+            from replicator.sim.localkafka import running_broker
 
             bootstrap = stack.enter_context(running_broker(scratch / "kafka"))
         if "e2e" in cfg.sections:
             log.info("section 2: end to end")
             results["e2e"] = bench_e2e(cfg, bootstrap, scratch)
         if need_spark:
-            from replicator.spark import get_spark, stop_spark
+            from replicator.delta.spark import get_spark, stop_spark
 
             t0 = time.perf_counter()
             spark = get_spark("replicator-bench")
@@ -1198,7 +1198,7 @@ def write_outputs(results: dict[str, Any], cfg: BenchConfig) -> None:
 
 
 def parse_args(argv: Sequence[str]) -> BenchConfig:
-    p = argparse.ArgumentParser(prog="python -m replicator.bench", description=__doc__.split("\n\n")[0] if __doc__
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0] if __doc__
                                 else None)
     p.add_argument("--events", type=int, default=None, help="row changes for the end-to-end run (default 1,000,000; "
                    "20,000 with --quick)")

@@ -2,7 +2,7 @@
 
 Kafka keeps data for days; an archive keeps it as long as the files live, so a run can be
 replayed, shipped as a reproducible case or made without any broker. The file format is the
-seed's binary-log frame (``replicator.framing``) applied to Kafka records: an ``ArchiveStart``
+seed's binary-log frame (``replicator.formats.framing``) applied to Kafka records: an ``ArchiveStart``
 frame, one ``Record`` frame per Kafka record and, in a rotated file, a final ``ArchiveChain``
 frame naming the next file's sequence number. See ``schemas/FRAMING.md``.
 
@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 from replicator import __version__
 from replicator._proto import archive_pb2
 from replicator.errors import DecodeError, FrameError, TruncatedFrameError
-from replicator.framing import Frame, FrameReader, PathLike, encode_frame, fsync_dir, scan
+from replicator.formats.framing import Frame, FrameReader, PathLike, encode_frame, fsync_dir, scan
 
 ARCHIVE_START_TAG = 0x11
 ARCHIVE_CHAIN_TAG = 0x12
@@ -431,7 +431,7 @@ def _check_start(
 
 
 def _all_tags() -> dict[int, tuple[str, type[Message]]]:
-    from replicator import binlog  # both formats share the frame and use distinct tags
+    from replicator.formats import binlog  # both formats share the frame and use distinct tags
 
     return {**TAGS, **binlog.TAGS}
 

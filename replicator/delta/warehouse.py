@@ -29,8 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from replicator.delta.typemap import TableSpec
 from replicator.errors import StateError
-from replicator.typemap import TableSpec
 
 STATE_FORMAT = 1
 

@@ -3,7 +3,7 @@
 One declarative table (`DDL_TYPES`) maps every TiDB DDL type code (1-36) to its name and to a
 Delta operation, or to an explicit "no-op: reason" / "unsupported: reason"; the README's DDL
 table is rendered from it (`render_ddl_markdown`). The query is parsed with sqlglot (MySQL
-dialect), and with small hand-parsers (`replicator.ddlparse`) for what sqlglot cannot read;
+dialect), and with small hand-parsers (`replicator.delta.ddlparse`) for what sqlglot cannot read;
 upstream SQL text is never executed. Every identifier in generated Spark SQL is backtick-quoted.
 
 Idempotence: the engine applies a DDL once (ledger), but a crash between a DDL's Delta commit
@@ -22,12 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sqlglot import exp
 
-from replicator import ddlparse as dp
-from replicator.apply import DeltaApplier, column_ddl, delta_ref, is_conflict
-from replicator.errors import DdlError
-from replicator.events import DdlEvent, RowChange, tso_to_datetime
-from replicator.faults import fault_point
-from replicator.typemap import (
+from replicator.delta import ddlparse as dp
+from replicator.delta.merge import DeltaApplier, column_ddl, delta_ref, is_conflict
+from replicator.delta.typemap import (
     ColumnSpec,
     TableSpec,
     column_from_def,
@@ -36,7 +33,10 @@ from replicator.typemap import (
     quote_string,
     spec_from_create,
 )
-from replicator.warehouse import State, TableEntry, Warehouse, table_uid
+from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
+from replicator.errors import DdlError
+from replicator.events import DdlEvent, RowChange, tso_to_datetime
+from replicator.faults import fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField
@@ -845,7 +845,7 @@ def render_ddl_markdown() -> str:
     lines = [
         "### DDL events (TiDB type code -> Delta)",
         "",
-        "Generated from `replicator/ddl.py` (`DDL_TYPES`); a test keeps it in sync. Each DDL is applied",
+        "Generated from `replicator/delta/ddl.py` (`DDL_TYPES`); a test keeps it in sync. Each DDL is applied",
         "once, as a barrier between the rows before and after it, and check-before-alter (a re-run after",
         "a crash changes nothing twice).",
         "",

@@ -19,19 +19,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from replicator.codec.values import DecodeOptions
+from replicator.delta.typemap import spec_from_row
+from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
+from replicator.engine.window import Cursor, DdlStep, RowBatch, Step, Windower, collapse
 from replicator.errors import DdlError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
-from replicator.source import Record, Source
-from replicator.typemap import spec_from_row
-from replicator.warehouse import State, TableEntry, Warehouse, table_uid
-from replicator.window import Cursor, DdlStep, RowBatch, Step, Windower, collapse
+from replicator.sources.kafka import Record, Source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from replicator.apply import DeltaApplier
-    from replicator.ddl import DdlApplier
+    from replicator.delta.ddl import DdlApplier
+    from replicator.delta.merge import DeltaApplier
 
 log = logging.getLogger("replicator")
 Protocol = Literal["open", "craft"]
@@ -156,8 +156,8 @@ class Engine:
     @property
     def delta(self) -> DeltaApplier:
         if self._delta is None:
-            from replicator.apply import DeltaApplier
-            from replicator.spark import get_spark
+            from replicator.delta.merge import DeltaApplier
+            from replicator.delta.spark import get_spark
 
             self._delta = DeltaApplier(self._spark or get_spark())
         return self._delta
@@ -165,7 +165,7 @@ class Engine:
     @property
     def ddl(self) -> DdlApplier:
         if self._ddl is None:
-            from replicator.ddl import DdlApplier
+            from replicator.delta.ddl import DdlApplier
 
             self._ddl = DdlApplier(self.delta, self.warehouse)
         return self._ddl
@@ -370,7 +370,7 @@ class Engine:
             entry = state.live_table(schema, table) or self._infer_table(state, schema, table, rows)
             spec = entry.table_spec
             if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
-                from replicator.ddl import adopt_handle_key
+                from replicator.delta.ddl import adopt_handle_key
 
                 spec = adopt_handle_key(entry, rows)
             changes = collapse(rows, spec.key)
@@ -425,7 +425,7 @@ class Engine:
             k: v.model_dump() for k, v in state.partitions.items()
         } == new_parts:
             return
-        from replicator.warehouse import PartitionState
+        from replicator.delta.warehouse import PartitionState
 
         state.applied_ts = windower.applied_ts
         state.partitions = {p: PartitionState(**v) for p, v in new_parts.items()}
@@ -445,7 +445,7 @@ class Engine:
         """Record pending dead letters (before progress moves past them); True if there were any."""
         if not self._dead:
             return False
-        from replicator.deadletter import write_dead_letters
+        from replicator.delta.deadletter import write_dead_letters
 
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, self._dead)
         self._dead = []
@@ -455,7 +455,7 @@ class Engine:
         pos = step.ddl.position
         rec = Record(pos.topic if pos else self.source.name, pos.partition if pos else -1,
                      pos.offset if pos else -1, -1, None, step.ddl.query.encode())
-        from replicator.deadletter import write_dead_letters
+        from replicator.delta.deadletter import write_dead_letters
 
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, [(rec, f"DdlError: {exc}")])
         self.summary.dead_letters += 1

@@ -204,8 +204,8 @@ def _read(path: str) -> bytes:
 def cmd_decode(args: argparse.Namespace) -> int:
     from replicator.codec.render import render_lines
     from replicator.codec.values import DecodeOptions
+    from replicator.engine.pipeline import decoder_for
     from replicator.events import Position
-    from replicator.pipeline import decoder_for
 
     value = _read(args.value)
     key = _read(args.key) if args.key else None
@@ -217,7 +217,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from replicator.warehouse import Warehouse
+    from replicator.delta.warehouse import Warehouse
 
     s = Settings(args)
     wh = Warehouse(s.get("warehouse", required=True))
@@ -251,7 +251,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 def _run_options(s: Settings, *, start: Any = None) -> Any:
     from replicator.codec.values import DecodeOptions
-    from replicator.pipeline import RunOptions
+    from replicator.engine.pipeline import RunOptions
 
     return RunOptions(
         warehouse=s.get("warehouse", required=True),
@@ -268,7 +268,7 @@ def _run_options(s: Settings, *, start: Any = None) -> Any:
 
 
 def _kafka_source(s: Settings) -> Any:
-    from replicator.source import KafkaSettings, KafkaSource
+    from replicator.sources.kafka import KafkaSettings, KafkaSource
 
     topic = s.get("topic", required=True)
     return KafkaSource(KafkaSettings(
@@ -287,7 +287,7 @@ def _finish(summary: Any, s: Settings) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from replicator.pipeline import Engine
+    from replicator.engine.pipeline import Engine
 
     s = Settings(args)
     if args.archive and args.binlog:
@@ -297,7 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return int(cmd_run_binlog(args, s))
     if args.archive:
-        from replicator.archive_source import ArchiveSource
+        from replicator.sources.archive import ArchiveSource
 
         archive = ArchiveSource(args.archive)  # checks every frame first: corruption stops before anything applies
         given = s.get("protocol")
@@ -312,8 +312,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from replicator.pipeline import Engine
-    from replicator.source import parse_offsets
+    from replicator.engine.pipeline import Engine
+    from replicator.sources.kafka import parse_offsets
 
     s = Settings(args)
     source = _kafka_source(s)
@@ -334,25 +334,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from replicator.capture import cmd_capture as impl
+    from replicator.sources.capture import cmd_capture as impl
 
     return int(impl(args, Settings(args)))
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
-    from replicator.archive import archive_inspect_main
+    from replicator.formats.archive import archive_inspect_main
 
     return archive_inspect_main(args.paths, sys.stdout)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from replicator.simulate import cmd_simulate as impl
+    from replicator.sim.simulate import cmd_simulate as impl
 
     return int(impl(args))
 
 
 def cmd_binlog(args: argparse.Namespace) -> int:
-    from replicator.binlog import binlog_read_main, binlog_write_main
+    from replicator.formats.binlog import binlog_read_main, binlog_write_main
 
     if args.binlog_command == "write":
         if not (args.commit or args.rollback) and not args.query:

@@ -30,17 +30,17 @@ from typing import Any, Literal
 
 from replicator import __version__
 from replicator._proto import archive_pb2
-from replicator.archive import (
+from replicator.errors import ConfigError, DecodeError, KafkaSourceError
+from replicator.formats.archive import (
     DEFAULT_ROTATE_BYTES,
     RECORD_TAG,
     ArchiveWriter,
     archive_file_name,
     list_archive_files,
 )
-from replicator.errors import ConfigError, DecodeError, KafkaSourceError
-from replicator.framing import FrameReader, fsync_dir, scan
+from replicator.formats.framing import FrameReader, fsync_dir, scan
 
-log = logging.getLogger("replicator.capture")
+log = logging.getLogger("replicator.sources.capture")
 
 OPEN_KEY_PREFIX = b"\x00" * 7 + b"\x01"  # Open Protocol keys start with the 8-byte batch version 1
 
@@ -358,7 +358,7 @@ def capture(options: CaptureOptions) -> CaptureSummary:
 
 def cmd_capture(args: argparse.Namespace, settings: Any) -> int:
     """Body of ``replicator capture`` (settings: flag > env > config file)."""
-    from replicator.source import parse_offsets
+    from replicator.sources.kafka import parse_offsets
 
     topic = settings.get("topic", required=True)
     start: Literal["resume", "earliest"] | Mapping[int, int] = "resume"

@@ -10,9 +10,9 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from replicator.apply import clear_unborn_table, delta_ref
-from replicator.source import Record
-from replicator.warehouse import Warehouse
+from replicator.delta.merge import clear_unborn_table, delta_ref
+from replicator.delta.warehouse import Warehouse
+from replicator.sources.kafka import Record
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,7 +1,7 @@
 """The seed's statement-based protobuf binary log (issue 8): writer, reader and printer.
 
 Events (``schemas/binlog.proto``, package ``BinaryLog``) travel in the seed's transport frame
-(``replicator.framing``) with one type tag each. This is the file-format layer only: applying
+(``replicator.formats.framing``) with one type tag each. This is the file-format layer only: applying
 the log to Delta is ``replicator`` engine business.
 
 File naming: the log starts in the file given (default ``log.bin``, sequence 1); when it is
@@ -32,7 +32,7 @@ from google.protobuf.message import EncodeError, Message
 from replicator import __version__
 from replicator._proto import binlog_pb2
 from replicator.errors import ConfigError, DecodeError, FrameError, TruncatedFrameError
-from replicator.framing import Frame, FrameReader, PathLike, encode_frame, fsync_dir, scan
+from replicator.formats.framing import Frame, FrameReader, PathLike, encode_frame, fsync_dir, scan
 
 START_TAG = 0x01
 CHAIN_TAG = 0x02

@@ -1,6 +1,6 @@
 """`make run`: the embedded default, end to end, with no Kafka or TiDB of the user's own.
 
-Starts the local broker (``replicator.localkafka``, port $KAFKA_PORT or 9092; a free port when that
+Starts the local broker (``replicator.sim.localkafka``, port $KAFKA_PORT or 9092; a free port when that
 one is taken by another program), simulates one TiCDC workload into two fresh topics (Open
 Protocol and Craft: same model upstream, same seed), replicates each until caught up (open ->
 ``./warehouse``, craft -> ``./warehouse-craft``), checks both against the simulator's expected
@@ -31,10 +31,10 @@ from replicator.errors import ConfigError, ReplicatorError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from replicator.pipeline import RunSummary
-    from replicator.simcheck import ActualTable
+    from replicator.engine.pipeline import RunSummary
+    from replicator.sim.simcheck import ActualTable
 
-log = logging.getLogger("replicator.demo")
+log = logging.getLogger("replicator.sim.demo")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_STATE = REPO_ROOT / "state" / "demo"
@@ -63,7 +63,7 @@ def _port_free(port: int) -> bool:
 
 def ensure_broker(port: int) -> str:
     """The local broker's bootstrap address, starting it when it is not running."""
-    from replicator import localkafka
+    from replicator.sim import localkafka
 
     running = localkafka.status(localkafka.DEFAULT_STATE_DIR)
     if running is not None:
@@ -108,8 +108,8 @@ def recreate_warehouse(path: Path) -> None:
 
 
 def replicate(spark: SparkSession, bootstrap: str, topic: str, protocol: str, warehouse: Path) -> RunSummary:
-    from replicator.pipeline import Engine, RunOptions
-    from replicator.source import KafkaSettings, KafkaSource
+    from replicator.engine.pipeline import Engine, RunOptions
+    from replicator.sources.kafka import KafkaSettings, KafkaSource
 
     source = KafkaSource(KafkaSettings(bootstrap, topic, group_id=f"replicator-{topic}"))
     options = RunOptions(warehouse=str(warehouse), protocol=protocol, until_caught_up=True)  # type: ignore[arg-type]
@@ -136,7 +136,7 @@ def summary_table(title: str, tables: dict[str, ActualTable], summary: RunSummar
 
 
 def capture_archive(bootstrap: str, topic: str, directory: Path) -> str:
-    from replicator.capture import CaptureOptions, capture
+    from replicator.sources.capture import CaptureOptions, capture
 
     if directory.exists():
         shutil.rmtree(directory)
@@ -148,9 +148,9 @@ def capture_archive(bootstrap: str, topic: str, directory: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from replicator.simcheck import compare_tables, read_warehouse
-    from replicator.simulate import SimConfig, Simulation, produce
-    from replicator.spark import get_spark
+    from replicator.delta.spark import get_spark
+    from replicator.sim.simcheck import compare_tables, read_warehouse
+    from replicator.sim.simulate import SimConfig, Simulation, produce
 
     started = time.monotonic()
     console = Console(width=None if sys.stdout.isatty() else 140)
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     start_time = dt.datetime.now(dt.UTC)
     state = Path(args.state_dir)
     if args.ddl == "demo":
-        from replicator.simulate import supported_ddl_kinds
+        from replicator.sim.simulate import supported_ddl_kinds
 
         ddl: str | list[str] = [k for k in DEMO_DDL if k in supported_ddl_kinds()]
     else:
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m replicator.demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m replicator.sim.demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--warehouse", default="./warehouse", help="Open Protocol warehouse (craft: <warehouse>-craft)")
     p.add_argument("--events", type=int, default=20_000, help="row changes to simulate (default 20000)")
     p.add_argument("--seed", type=int, default=1, help="simulator seed (default 1)")

@@ -22,8 +22,8 @@ from typing import Literal, cast
 import sqlglot
 from sqlglot import exp
 
+from replicator.delta.typemap import ColumnSpec, quote_ident, quote_string
 from replicator.errors import DdlError
-from replicator.typemap import ColumnSpec, quote_ident, quote_string
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer

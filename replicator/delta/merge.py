@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
+from replicator.engine.window import Change
 from replicator.errors import SchemaError, StateError
-from replicator.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
-from replicator.window import Change
 
 log = logging.getLogger("replicator")
 

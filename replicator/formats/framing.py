@@ -4,7 +4,7 @@ Protobuf has no way to tell message types apart in a stream, so every message of
 or binary log travels in a frame that carries its length, a one-byte type tag and a CRC-32.
 The layout, the length encoding and the checksum choice are documented in
 ``schemas/FRAMING.md``; this module is the one implementation of it, shared by
-``replicator.archive`` and ``replicator.binlog``.
+``replicator.formats.archive`` and ``replicator.formats.binlog``.
 
 Reading is streamed: frames are read one at a time from a buffered file, so a multi-GB file
 never sits in memory. Errors name the file and the byte offset of the frame; a file that ends

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replicator.archive import ArchivedRecord, read_archive
 from replicator.errors import ConfigError, DecodeError, FrameError, KafkaSourceError, TruncatedFrameError
-from replicator.source import Record
+from replicator.formats.archive import ArchivedRecord, read_archive
+from replicator.sources.kafka import Record
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,183 @@
+"""Exploring a warehouse from Python / Jupyter: tables, history, change feed, consistent snapshots.
+
+Plain Delta has no multi-table consistency: each table has its own versions. The replicator logs,
+for every applied step (a window batch or a DDL), the Delta version each table reached
+(`_replicator/windows.jsonl`). So for any applied global watermark W, every table "as of W" is the
+table at the last version some step with applied_ts <= W left it at — one upstream commit point
+across all tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replicator.delta.warehouse import TableEntry, Warehouse
+from replicator.events import tso_physical_ms, tso_to_datetime
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def default_warehouse() -> Path:
+    """$REPLICATOR_WAREHOUSE, else ./warehouse (or ../warehouse when run from notebooks/)."""
+    env = os.environ.get("REPLICATOR_WAREHOUSE")
+    if env:
+        return Path(env)
+    for candidate in (Path("warehouse"), Path("..") / "warehouse"):
+        if (candidate / "_replicator" / "state.json").exists():
+            return candidate
+    return Path("warehouse")
+
+
+@dataclass
+class Explorer:
+    warehouse: Warehouse
+    spark: SparkSession
+
+    # -- catalog ------------------------------------------------------------------------------
+    def _entry(self, name: str) -> TableEntry:
+        schema, _, table = name.partition(".")
+        state = self.warehouse.load_state()
+        entry = state.live_table(schema, table)
+        if entry is None:
+            known = ", ".join(f"{e.schema_name}.{e.table}" for e in state.live_tables())
+            raise KeyError(f"no live table {name!r} in {self.warehouse.root} (tables: {known})")
+        return entry
+
+    def tables(self) -> pd.DataFrame:
+        """One row per live table: schema, table, key, rows, applied watermark (TSO + time), lag."""
+        import pandas as pd
+
+        state = self.warehouse.load_state()
+        now_ms = dt.datetime.now(dt.UTC).timestamp() * 1000
+        rows = []
+        for e in state.live_tables():
+            count = self.spark.read.format("delta").load(e.path).count()
+            ts = state.applied_ts
+            rows.append({
+                "schema": e.schema_name, "table": e.table, "key": ", ".join(e.key), "rows": count,
+                "applied_ts": ts, "applied_at": tso_to_datetime(ts) if ts else None,
+                "lag_s": round((now_ms - tso_physical_ms(ts)) / 1000, 1) if ts else None,
+                "path": e.path,
+            })
+        return pd.DataFrame(rows)
+
+    def table(self, name: str, *, as_of_watermark: int | None = None, version: int | None = None) -> DataFrame:
+        """A table as a Spark DataFrame: now, at a Delta version, or as of an applied watermark."""
+        entry = self._entry(name)
+        reader = self.spark.read.format("delta")
+        if as_of_watermark is not None:
+            version = self.version_at(entry.uid, as_of_watermark)
+            if version is None:
+                raise KeyError(f"{name} did not exist yet at watermark {as_of_watermark}")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(entry.path)
+
+    # -- windows ------------------------------------------------------------------------------
+    def windows(self) -> pd.DataFrame:
+        """Every applied step: kind (window/ddl), applied watermark, time, rows changed, lag."""
+        import pandas as pd
+
+        recs = []
+        for w in self.warehouse.windows():
+            tables = w.get("tables", {})
+            recorded = dt.datetime.fromisoformat(w["recorded_at"])
+            applied = int(w.get("applied_ts", w["hi"]))
+            recs.append({
+                "step": w["step"], "kind": w["kind"], "applied_ts": applied,
+                "watermark_time": tso_to_datetime(applied), "recorded_at": recorded,
+                "rows_changed": sum(t.get("upserts", 0) + t.get("deletes", 0) for t in tables.values()),
+                "tables": len(tables),
+                "lag_s": (recorded - tso_to_datetime(applied)).total_seconds(),
+                "ddl": (w.get("ddl") or {}).get("query"),
+            })
+        return pd.DataFrame(recs)
+
+    def watermarks(self) -> list[int]:
+        """Applied global watermarks at which a consistent snapshot can be taken."""
+        return sorted({int(w.get("applied_ts", w["hi"])) for w in self.warehouse.windows()})
+
+    def version_at(self, uid: str, watermark: int) -> int | None:
+        """The Delta version table `uid` had when the replicator's applied watermark was `watermark`."""
+        version = None
+        for w in self.warehouse.windows():
+            if int(w.get("applied_ts", w["hi"])) > watermark:
+                break
+            t = w.get("tables", {}).get(uid)
+            if t is not None:
+                version = int(t["version"])
+        return version
+
+    def snapshot(self, watermark: int) -> dict[str, DataFrame]:
+        """Every table as of the same upstream commit point W (an applied watermark)."""
+        state = self.warehouse.load_state()
+        out: dict[str, DataFrame] = {}
+        for e in state.tables.values():
+            if e.created_ts > watermark or (e.dropped_ts is not None and e.dropped_ts <= watermark):
+                continue
+            version = self.version_at(e.uid, watermark)
+            if version is None:
+                continue
+            out[f"{e.schema_name}.{e.table}"] = (
+                self.spark.read.format("delta").option("versionAsOf", version).load(e.path)
+            )
+        return dict(sorted(out.items()))
+
+    # -- history and changes ------------------------------------------------------------------
+    def history(self, name: str) -> pd.DataFrame:
+        """Delta history of a table, each version annotated with the replicator step it applied."""
+        import pandas as pd
+
+        entry = self._entry(name)
+        from delta.tables import DeltaTable
+
+        hist = DeltaTable.forPath(self.spark, entry.path).history().select(
+            "version", "timestamp", "operation", "operationMetrics", "userMetadata").toPandas()
+        by_version: dict[int, dict[str, Any]] = {}
+        for w in self.warehouse.windows():
+            t = w.get("tables", {}).get(entry.uid)
+            if t is not None:
+                by_version[int(t["version"])] = w
+        steps, kinds, applied, ddl = [], [], [], []
+        for _, row in hist.iterrows():
+            meta = json.loads(row["userMetadata"]).get("replicator", {}) if row["userMetadata"] else {}
+            w = by_version.get(int(row["version"])) or {}
+            steps.append(meta.get("step") or w.get("step"))
+            kinds.append(meta.get("kind") or w.get("kind"))
+            applied.append(meta.get("applied_ts") or w.get("applied_ts"))
+            ddl.append((w.get("ddl") or {}).get("query"))
+        hist["step"], hist["kind"], hist["applied_ts"], hist["ddl"] = steps, kinds, applied, ddl
+        return pd.DataFrame(hist)
+
+    def changes(self, name: str, from_watermark: int, to_watermark: int) -> DataFrame:
+        """Delta change data feed of a table between two applied watermarks (exclusive, inclusive]."""
+        entry = self._entry(name)
+        start = self.version_at(entry.uid, from_watermark)
+        end = self.version_at(entry.uid, to_watermark)
+        if end is None:
+            raise KeyError(f"{name} did not exist at watermark {to_watermark}")
+        starting = 0 if start is None else start + 1
+        if starting > end:
+            return self.spark.read.format("delta").load(entry.path).limit(0)
+        return (self.spark.read.format("delta").option("readChangeFeed", "true")
+                .option("startingVersion", starting).option("endingVersion", end).load(entry.path))
+
+
+def open_warehouse(path: str | os.PathLike[str] | None = None, spark: SparkSession | None = None) -> Explorer:
+    """Open a warehouse for exploration (default: $REPLICATOR_WAREHOUSE or ./warehouse)."""
+    root = Path(path) if path is not None else default_warehouse()
+    wh = Warehouse(root)
+    if not wh.state_path.exists():
+        raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first)")
+    if spark is None:
+        from replicator.delta.spark import get_spark
+
+        spark = get_spark("replicator-explore")
+    return Explorer(wh, spark)

@@ -1,0 +1,1 @@
+"""Where records come from: a Kafka topic, capture archives, and capture (topic -> archive)."""
