@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("replicator.sim.demo")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_STATE = REPO_ROOT / "state" / "demo"
 TOPIC_PREFIX = "replicator-demo-"
 PROTOCOLS = ("open", "craft")

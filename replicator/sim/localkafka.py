@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 9092
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_LIBS = REPO_ROOT / ".cache" / "kafka-libs"
 DEFAULT_STATE_DIR = REPO_ROOT / "state" / "kafka"
 LIBS_ENV = "REPLICATOR_KAFKA_LIBS"
