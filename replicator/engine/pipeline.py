@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
@@ -39,22 +40,14 @@ Decoder = Callable[[bytes | None, bytes | None, DecodeOptions, Position], list[E
 
 
 def decoder_for(protocol: str) -> Decoder:
-    """The codec for a protocol name: the only place that knows every wire format."""
-    if protocol == "open":
-        from replicator.codec import open_protocol
+    """Deprecated: use `replicator.codec.codec_for(protocol).decode`. Kept only until the callers
+    outside the engine (cli, bench, the simulator's tests) have switched; the engine does not use it."""
+    codec = codec_for(protocol)
 
-        def dec_open(key: bytes | None, value: bytes | None, opts: DecodeOptions, pos: Position) -> list[Event]:
-            return open_protocol.decode(key, value, options=opts, position=pos)
+    def decode(key: bytes | None, value: bytes | None, opts: DecodeOptions, pos: Position) -> list[Event]:
+        return codec.decode(key, value, options=opts, position=pos)
 
-        return dec_open
-    if protocol == "craft":
-        from replicator.codec import craft
-
-        def dec_craft(key: bytes | None, value: bytes | None, opts: DecodeOptions, pos: Position) -> list[Event]:
-            return craft.decode(value or b"", options=opts, position=pos)
-
-        return dec_craft
-    raise ReplicatorError(f"unknown protocol {protocol!r} (expected open or craft)")
+    return decode
 
 
 @dataclass
@@ -145,7 +138,7 @@ class Engine:
         self.options = options
         self.warehouse = Warehouse(options.warehouse)
         self._spark = spark
-        self._decode = decoder_for(options.protocol)
+        self._codec = codec_for(options.protocol)
         self._stop = False
         self.summary = RunSummary(source=source.name)
         self._delta: DeltaApplier | None = None
@@ -307,7 +300,7 @@ class Engine:
 
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
-        events = self._decode(rec.key, rec.value, self.options.decode, pos)
+        events = self._codec.decode(rec.key, rec.value, options=self.options.decode, position=pos)
         for ev in events:
             if isinstance(ev, RowChange) and (ev.only_handle_key or ev.claim_check):
                 what = "claim-check location " + repr(ev.claim_check) if ev.claim_check else "only handle-key columns"
