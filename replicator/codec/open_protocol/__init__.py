@@ -7,7 +7,8 @@ event's value entry is empty (8 zero bytes). Any kind and number of events may s
 Value typing (by column type code `t`; missing `f` = 0; `h: true` also sets the handle-key flag,
 because pre-v4.0.6 producers mark the key only with `h`):
 - TINY/SHORT/LONG/LONGLONG/INT24/YEAR -> int, signed or unsigned by flag 0x80 (full 64-bit range);
-  BIT/ENUM/SET -> int 0..2^64-1; FLOAT/DOUBLE -> float (JSON integers accepted: Go writes 1.0 as `1`).
+  BIT/ENUM/SET -> int 0..2^64-1; FLOAT/DOUBLE -> float (JSON integers accepted: Go writes 1.0 as `1`,
+  and -0.0 as `-0`, which keeps its sign).
 - DECIMAL -> Decimal (exact); DATE/DATETIME/TIMESTAMP/TIME via `values` (TIMESTAMP aware in the
   configured upstream zone); JSON and VECTOR -> their text.
 - BLOB/TEXT (249-252): base64 -> bytes when the binary flag is set, else TEXT -> str. Invalid UTF-8 in

@@ -61,6 +61,8 @@ _Converter = Callable[[Any, int, bool, DecodeOptions], Value]
 
 
 def _conv_int(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
+    if type(v) is _FloatText and v == "-0":  # an integer zero, however written
+        return 0
     if type(v) is int:
         if flags & _UNSIGNED:
             if 0 <= v < _UINT64_LIMIT:
@@ -75,6 +77,8 @@ def _conv_int(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
 
 
 def _conv_uint(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
+    if type(v) is _FloatText and v == "-0":
+        return 0
     if type(v) is int:
         if 0 <= v < _UINT64_LIMIT:
             return v

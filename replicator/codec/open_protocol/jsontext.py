@@ -1,5 +1,5 @@
 """Open Protocol entries as JSON the way Go reads them: strict UTF-8, no NaN/Infinity, number text
-kept exact (DECIMAL), a lone surrogate escape becomes U+FFFD."""
+kept exact (DECIMAL), `-0` keeps its sign, a lone surrogate escape becomes U+FFFD."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from replicator.errors import DecodeError
 
 
 class _FloatText(str):
-    """A JSON number with a fraction or exponent, kept as its text so DECIMAL stays exact."""
+    """A JSON number with a fraction or exponent (or `-0`), kept as its text so DECIMAL stays exact
+    and a negative zero keeps its sign."""
 
     __slots__ = ()
 
@@ -20,7 +21,20 @@ def _reject_constant(name: str) -> Any:
     raise DecodeError(f"JSON constant {name} is not allowed")
 
 
+def _int_or_negative_zero(text: str) -> int | _FloatText:
+    """Go's encoding/json writes the float64 -0.0 as `-0`, which Python's json reads as the int 0,
+    losing the sign: keep it as number text, which a DOUBLE column reads as -0.0."""
+    return _FloatText(text) if text == "-0" else int(text)
+
+
 _JSON: Final = json.JSONDecoder(parse_float=_FloatText, parse_constant=_reject_constant)
+# Used only for entries that may hold a `-0` number (the common case keeps the C integer path).
+_JSON_NEGATIVE_ZERO: Final = json.JSONDecoder(
+    parse_float=_FloatText, parse_int=_int_or_negative_zero, parse_constant=_reject_constant
+)
+# `-0` as a JSON number (after ':', ',' or '['), not followed by more of a number; a match inside
+# a string only costs the slower parse.
+_NEGATIVE_ZERO_RE: Final = re.compile(r"[:,\[]\s*-0(?![0-9.eE])")
 # Python's json keeps a lone \uD800-\uDFFF escape as a lone surrogate; Go turns it into U+FFFD.
 _SURROGATE_ESCAPE_RE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
@@ -63,7 +77,8 @@ def _load(buf: bytes, start: int, end: int, where: str) -> dict[str, Any]:
         what = f"not valid UTF-8 ({exc.reason}){hint}"
         raise DecodeError(what, offset=start + exc.start, where=where) from None
     try:
-        obj = _JSON.decode(text)
+        decoder = _JSON_NEGATIVE_ZERO if "-0" in text and _NEGATIVE_ZERO_RE.search(text) else _JSON
+        obj = decoder.decode(text)
     except json.JSONDecodeError as exc:
         offset = start + len(text[: exc.pos].encode("utf-8"))
         raise DecodeError(f"not valid JSON: {exc.msg}{hint}", offset=offset, where=where) from None
