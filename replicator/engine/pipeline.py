@@ -7,6 +7,7 @@ the Kafka consumer-group offsets. See warehouse.py and apply.py for why that is 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import signal
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from replicator.codec import codec_for
-from replicator.codec.values import DecodeOptions
+from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.window import Cursor, DdlStep, RowBatch, Step, Windower, collapse
@@ -87,6 +88,12 @@ class RunSummary:
     elapsed_s: float = 0.0
     tables: dict[str, TableCounts] = field(default_factory=dict)
     error: str | None = None
+    invalid_text: InvalidText = field(default_factory=InvalidText)  # text decoded with U+FFFD
+
+    @property
+    def invalid_utf8(self) -> int:
+        """Text values that were not UTF-8 and were replicated with U+FFFD (see codec.values)."""
+        return self.invalid_text.total
 
     @property
     def lag_s(self) -> float | None:
@@ -112,6 +119,7 @@ class RunSummary:
             "elapsed_s": round(self.elapsed_s, 3),
             "tables": {k: {"upserts": v.upserts, "deletes": v.deletes} for k, v in sorted(self.tables.items())},
             "error": self.error,
+            "invalid_utf8": self.invalid_utf8,
         }
 
     def render(self) -> str:
@@ -125,6 +133,8 @@ class RunSummary:
             f"lag               {self.lag_s:.1f}s" if self.lag_s is not None else "lag               n/a",
             f"elapsed           {self.elapsed_s:.1f}s ({self.rows / max(self.elapsed_s, 1e-9):.0f} rows/s)",
         ]
+        if self.invalid_utf8:
+            lines.append(f"invalid UTF-8     {self.invalid_utf8} text values replicated with U+FFFD")
         for name, c in sorted(self.tables.items()):
             lines.append(f"  {name}: {c.upserts} upserted, {c.deletes} deleted")
         return "\n".join(lines)
@@ -140,7 +150,9 @@ class Engine:
         self._spark = spark
         self._codec = codec_for(options.protocol)
         self._stop = False
-        self.summary = RunSummary(source=source.name)
+        self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText())
+        # The decoders report text they decoded with U+FFFD to the summary's counter.
+        self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
         self._delta: DeltaApplier | None = None
         self._ddl: DdlApplier | None = None
         self._dead: list[tuple[Record, str]] = []
@@ -300,7 +312,7 @@ class Engine:
 
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
-        events = self._codec.decode(rec.key, rec.value, options=self.options.decode, position=pos)
+        events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
         for ev in events:
             if isinstance(ev, RowChange) and (ev.only_handle_key or ev.claim_check):
                 what = "claim-check location " + repr(ev.claim_check) if ev.claim_check else "only handle-key columns"

@@ -160,7 +160,7 @@ def test_string_and_nullable_chunk_vectors() -> None:
     # Nullable chunk decoding: a column group of three binary VARCHARs carrying it.
     group = h("01 03 000202 0f0f0f 010101 0401006162")
     marks = group.translate(cwire._MARKS)
-    gtype, cols = cdec._decode_group(group, marks, 0, len(group), ["x", "y", "z"], dt.UTC, "error")
+    gtype, cols = cdec._decode_group(group, marks, 0, len(group), ["x", "y", "z"], dt.UTC, "error", [])
     assert gtype == 1
     assert [c.value for c in cols] == [b"ab", None, b""]
 
@@ -428,7 +428,7 @@ def test_value_decoding(type_code: int, text: bytes, flags: int, expected: objec
         (TypeCode.TIME, b"839:00:00", "outside TiDB range"),
         (TypeCode.NEWDECIMAL, b"NaN", "invalid DECIMAL"),
         (TypeCode.NEWDECIMAL, b"1e999999", "out of the MySQL DECIMAL range"),
-        (TypeCode.VARCHAR, b"\xff", "not valid UTF-8"),
+        (TypeCode.DATE, b"2021-01-0\xff", "not valid UTF-8"),  # text types other than CHAR/VARCHAR/TEXT
         (TypeCode.JSON, b"\xed\xa0\x80", "not valid UTF-8"),
         (TypeCode.LONG, b"", "truncated"),
         (TypeCode.LONG, b"\x01\x02", "stray bytes"),
@@ -563,7 +563,7 @@ def test_huge_counts_are_rejected_without_allocating() -> None:
     # A column group claiming 10**9 columns in a handful of bytes.
     group = b"\x01" + put(lambda out: cenc._put_uvarint(out, 10**9)) + b"\x00\x06\x00\x02\x02"
     with pytest.raises(DecodeError, match="do not fit"):
-        cdec._decode_group(group, group.translate(cwire._MARKS), 0, len(group), ["c"], dt.UTC, "error")
+        cdec._decode_group(group, group.translate(cwire._MARKS), 0, len(group), ["c"], dt.UTC, "error", [])
     # A size table claiming 2**63 elements, and a dictionary claiming 10**12 terms.
     huge = put(lambda out: cenc._put_uvarint(out, 2**63)) + b"\x00"
     with pytest.raises(DecodeError, match="bad element count"):

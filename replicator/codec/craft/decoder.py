@@ -4,6 +4,10 @@ Every count, length, term id and size is checked against the bytes that remain b
 used, so malformed input raises only `DecodeError` (with a byte offset), allocation stays
 proportional to the message size and every loop consumes at least one byte per step. All reads
 are offsets into one `bytes`; nothing re-slices the tail.
+
+Non-binary text (CHAR/VARCHAR/TEXT without the binary flag) whose bytes are not UTF-8 decodes
+with U+FFFD as `values.decode_text` does, exactly as Open Protocol delivers it; such values are
+reported to `options.invalid_text` once the whole message has decoded.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ class CraftOptions(Protocol):
 
     @property
     def zero_dates(self) -> _values.ZeroDates: ...
+
+    @property
+    def invalid_text(self) -> _values.InvalidText | None: ...
 
 
 _unpack_f64 = _F64.unpack_from
@@ -221,9 +228,12 @@ def _decode_group(
     terms: list[str],
     tz: dt.tzinfo,
     zero: _values.ZeroDates,
+    replaced: list[str],
 ) -> tuple[int, tuple[Column, ...]]:
     """One column group in [p, end): type byte, count c, then 4c uvarints (name ids as a delta
-    varint chunk, types, flags, zigzag value lengths), then the non-null values back to back."""
+    varint chunk, types, flags, zigzag value lengths), then the non-null values back to back.
+
+    The name of each non-binary text column whose bytes were not UTF-8 is appended to `replaced`."""
     gtype = buf[p]  # p < end: callers pass non-empty groups only
     b = buf[p + 1] if p + 1 < end else 0x80
     if b < 0x80:
@@ -278,7 +288,14 @@ def _decode_group(
                     raise DecodeError(f"value of {raw >> 1} bytes overruns the column group", offset=p)
                 kind = kinds[t]
                 if kind == 1:  # _K_STR
-                    col.value = buf[p:q] if f & _BINARY else buf[p:q].decode()
+                    if f & _BINARY:
+                        col.value = buf[p:q]
+                    else:  # values.decode_text, inlined: this is the hottest branch
+                        try:
+                            col.value = buf[p:q].decode()
+                        except UnicodeDecodeError:
+                            col.value = buf[p:q].decode("utf-8", "replace")
+                            replaced.append(name)
                 elif kind == 2 or kind == 3 or kind == 5:  # _K_INT, _K_YEAR, _K_UVAR
                     if q == p + 1 and buf[p] < 0x80:
                         u = buf[p]
@@ -397,6 +414,8 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
 
     tz = options.timezone if options is not None else dt.UTC
     zero: _values.ZeroDates = options.zero_dates if options is not None else "error"
+    replaced: list[str] = []  # of the row being decoded
+    invalid: list[tuple[str, str, str]] = []  # of the message, reported once it has decoded
     events: list[Event] = []
     q = bodies_at
     rows = 0
@@ -414,7 +433,7 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
                 group_end = q + size
                 if size <= 0 or group_end > body_end:
                     raise DecodeError(f"event {i}: column group of {size} bytes overruns the body", offset=q)
-                gtype, cols = _decode_group(buf, marks, q, group_end, terms, tz, zero)
+                gtype, cols = _decode_group(buf, marks, q, group_end, terms, tz, zero, replaced)
                 if gtype == _GROUP_NEW and new is None:
                     new = cols
                 elif gtype == _GROUP_OLD and old is None:
@@ -437,6 +456,9 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
                     position,
                 )
             )
+            if replaced:
+                invalid += [(schemas[i], names[i], column) for column in replaced]
+                replaced.clear()
         elif kind == _DDL:
             ddl_type, r = _uvarint(buf, q, body_end, "DDL type")
             length, r = _uvarint(buf, r, body_end, "DDL query length")
@@ -456,6 +478,9 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
         q = body_end
     if len(tables) != 2 + rows:
         raise DecodeError(f"{len(tables) - 2 - rows} size tables belong to no row event", offset=tables_at)
+    if invalid and options is not None and options.invalid_text is not None:
+        for schema, table, column in invalid:
+            options.invalid_text.add(schema, table, column, position)
     return events
 
 

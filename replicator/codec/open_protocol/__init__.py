@@ -12,7 +12,8 @@ because pre-v4.0.6 producers mark the key only with `h`):
 - DECIMAL -> Decimal (exact); DATE/DATETIME/TIMESTAMP/TIME via `values` (TIMESTAMP aware in the
   configured upstream zone); JSON and VECTOR -> their text.
 - BLOB/TEXT (249-252): base64 -> bytes when the binary flag is set, else TEXT -> str. Invalid UTF-8 in
-  TEXT becomes U+FFFD, which is what the reference itself does to non-binary VARCHAR values.
+  TEXT becomes U+FFFD (`values.decode_text`, as in Craft), which is what the reference itself does to
+  non-binary VARCHAR values; each such value is reported to `DecodeOptions.invalid_text`.
 - CHAR/VARCHAR (15, 253, 254): str; with the binary flag the Go `strconv.Quote` escaping is undone
   to the exact bytes.
 

@@ -51,6 +51,13 @@ from replicator.events import (
 __all__ = ["decode"]
 
 
+class _ReplacedText(str):
+    """A TEXT value whose bytes were not UTF-8, decoded with U+FFFD: `_columns` notes its column
+    (for `DecodeOptions.invalid_text`) and stores it as a plain str."""
+
+    __slots__ = ()
+
+
 def _bad(value: object, expected: str) -> DecodeError:
     shown = _short(value) if isinstance(value, str) else _kind(value)
     return DecodeError(f"value {shown} is not {expected}", where="field 'v'")
@@ -151,7 +158,8 @@ def _conv_blob(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
     raw = _b64(v)
     if flags & _BINARY or legacy:
         return raw
-    return raw.decode("utf-8", "replace")
+    text, replaced = values.decode_text(raw)
+    return _ReplacedText(text) if replaced else text
 
 
 def _conv_string(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
@@ -208,7 +216,7 @@ _CONVERTERS_BY_INT: Final[dict[int, _Converter]] = {int(k): v for k, v in _CONVE
 _KNOWN_CODES: Final = frozenset(int(c) for c in TypeCode)
 
 
-def _column(name: str, col: Any, legacy: bool, opts: DecodeOptions) -> Column:
+def _column(name: str, col: Any, legacy: bool, opts: DecodeOptions, replaced: list[str]) -> Column:
     if type(col) is not dict:
         raise DecodeError(f"column is {_kind(col)}, not an object")
     t = col.get("t")
@@ -229,7 +237,11 @@ def _column(name: str, col: Any, legacy: bool, opts: DecodeOptions) -> Column:
     if conv is None:
         known = f" ({TypeCode(t).name})" if t in _KNOWN_CODES else ""
         raise DecodeError(f"unsupported column type code {t}{known}", where="field 't'")
-    return Column(name, t, flags, conv(v, flags, legacy, opts))
+    value = conv(v, flags, legacy, opts)
+    if type(value) is _ReplacedText:
+        replaced.append(name)
+        value = str(value)
+    return Column(name, t, flags, value)
 
 
 _FAST_INT_CODES: Final = frozenset(
@@ -249,10 +261,11 @@ _FAST_INT_CODES: Final = frozenset(
 _FAST_TEXT_CODES: Final = frozenset((int(TypeCode.JSON), int(TypeCode.VECTOR)))
 
 
-def _columns(image: Any, field: str, legacy: bool, opts: DecodeOptions) -> tuple[Column, ...]:
+def _columns(image: Any, field: str, legacy: bool, opts: DecodeOptions, replaced: list[str]) -> tuple[Column, ...]:
     """Decode one image. The loop inlines the common cases (0 <= int < 2^63, which every integer
     type accepts whatever its flags; plain text); everything else, including every error, goes
-    through `_column`, which has the exact checks and messages."""
+    through `_column`, which has the exact checks and messages. Columns whose TEXT was not UTF-8
+    are appended to `replaced`."""
     out: list[Column] = []
     append = out.append
     converters = _CONVERTERS_BY_INT
@@ -280,9 +293,12 @@ def _columns(image: Any, field: str, legacy: bool, opts: DecodeOptions) -> tuple
                         )
                     ):
                         v = converters[t](v, flags, legacy, opts)
+                        if type(v) is _ReplacedText:
+                            replaced.append(name)
+                            v = str(v)
                     append(Column(name, t, flags, v))
                     continue
-            append(_column(name, col, legacy, opts))
+            append(_column(name, col, legacy, opts, replaced))
         except DecodeError as exc:
             where = f"field '{field}' column {_short(name)}"
             raise DecodeError(exc.what, where=f"{where} {exc.where}" if exc.where else where) from None
@@ -311,22 +327,22 @@ def _is_legacy(images: Iterable[dict[str, Any] | None], mode: str) -> bool:
     return True
 
 
-def _row(key: dict[str, Any], obj: dict[str, Any], opts: DecodeOptions) -> RowChange:
+def _row(key: dict[str, Any], obj: dict[str, Any], opts: DecodeOptions, replaced: list[str]) -> RowChange:
     upd, pre, dele = _image(obj, "u"), _image(obj, "p"), _image(obj, "d")
     # The reference decoder's rule: a non-empty "d" is a delete; otherwise "u" is the new image
     # and "p" the old one (an update when both are there).
     if dele is not None:
         legacy = _is_legacy((dele,), opts.legacy)
-        return _row_change(key, Op.DELETE, (), _columns(dele, "d", legacy, opts))
+        return _row_change(key, Op.DELETE, (), _columns(dele, "d", legacy, opts, replaced))
     if pre is not None:
         legacy = _is_legacy((upd, pre), opts.legacy)
-        old = _columns(pre, "p", legacy, opts)
+        old = _columns(pre, "p", legacy, opts, replaced)
         if upd is None:
             return _row_change(key, Op.DELETE, (), old)
-        return _row_change(key, Op.UPDATE, _columns(upd, "u", legacy, opts), old)
+        return _row_change(key, Op.UPDATE, _columns(upd, "u", legacy, opts, replaced), old)
     if upd is not None:
         legacy = _is_legacy((upd,), opts.legacy)
-        return _row_change(key, Op.INSERT, _columns(upd, "u", legacy, opts), ())
+        return _row_change(key, Op.INSERT, _columns(upd, "u", legacy, opts, replaced), ())
     raise DecodeError("row event has no columns: none of 'u', 'p', 'd' is a non-empty object")
 
 
@@ -480,6 +496,8 @@ def _decode(
     if version != BATCH_VERSION:
         raise DecodeError(f"unsupported batch version {version} (expected 1)", offset=0, where="key version")
     events: list[Event] = []
+    replaced: list[str] = []  # of the row being decoded
+    invalid: list[tuple[str, str, str]] = []  # of the message, reported once it has decoded
     kpos, vpos, index = 8, 0, 0
     klen, vlen = len(key), len(value)
     while kpos < klen:
@@ -499,7 +517,10 @@ def _decode(
             where, base = f"value entry {index}", vstart
             event: Event
             if kind == _ROW:
-                event = _row(k, _load(value, vstart, vpos, where), opts)
+                event = _row(k, _load(value, vstart, vpos, where), opts, replaced)
+                if replaced:
+                    invalid += [(event.schema, event.table, column) for column in replaced]
+                    replaced.clear()
             elif kind == _DDL:
                 event = _ddl(k, _load(value, vstart, vpos, where))
             else:  # resolved: the value entry is empty; the reference ignores its content
@@ -517,4 +538,7 @@ def _decode(
         index += 1
     if vpos < vlen:
         raise DecodeError(f"value holds more entries than key ({index})", offset=vpos, where=f"value entry {index}")
+    if invalid and opts.invalid_text is not None:
+        for schema, table, column in invalid:
+            opts.invalid_text.add(schema, table, column, position)
     return events
