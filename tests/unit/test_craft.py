@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replicator.codec import open_protocol, values
+from replicator.codec import codec_for, values
 from replicator.codec.craft import decode, encode, encode_ddl, encode_resolved, encode_rows
 from replicator.codec.craft import decoder as cdec
 from replicator.codec.craft import encoder as cenc
@@ -302,9 +302,8 @@ def test_fallback_when_the_model_layout_changes(monkeypatch: pytest.MonkeyPatch)
 def test_same_python_values_as_open_protocol() -> None:
     """One model, two codecs: the same upstream row decodes to equal events either way."""
     row = every_type_row()
-    key, value = open_protocol.encode_rows([row])[0]
-    [via_open] = open_protocol.decode(key, value)
-    [via_craft] = decode(encode_rows([row])[0])
+    [via_open] = codec_for("open").decode(*codec_for("open").encode_rows([row])[0])
+    [via_craft] = codec_for("craft").decode(*codec_for("craft").encode_rows([row])[0])
     assert isinstance(via_open, RowChange) and isinstance(via_craft, RowChange)
     by_name = {c.name: c for c in via_open.columns}  # Open Protocol orders columns by name
     assert len(by_name) == len(via_craft.columns)
