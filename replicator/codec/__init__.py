@@ -36,7 +36,10 @@ class Codec(Protocol):
         options: DecodeOptions | None = None,
         position: Position | None = None,
     ) -> list[Event]:
-        """Events of one message in wire order; `DecodeError` (at `position`) when malformed."""
+        """Events of one message in wire order; `DecodeError` (at `position`) when malformed.
+
+        Pure: text that was not UTF-8 (decoded with U+FFFD) is reported to `options.invalid_text`.
+        """
         ...
 
     def encode_rows(
