@@ -1,7 +1,8 @@
 """Wire formats behind one interface.
 
-One module per format (`open_protocol`, `craft`), encoder and decoder side by side; `values` holds
-the value typing both share, so the same upstream value decodes to the same Python value in both.
+One package per format (`open_protocol`, `craft`), each split into `decoder` and `encoder`; `values`
+holds the value typing both share, so the same upstream value decodes to the same Python value in
+both; `limits` the batching defaults both encoders share.
 Every caller (engine, capture, simulator, benchmarks, tests) goes through `codec_for(name)`, so no
 caller knows which format it speaks: a message is a Kafka (key, value) pair, and a Craft key is
 `None` (the format carries everything in the value).
@@ -13,15 +14,13 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
+from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ConfigError
 from replicator.events import DdlEvent, Event, Position, Resolved, RowChange
 
 Message = tuple[bytes | None, bytes]
 """A Kafka message as a codec sees it: (key, value)."""
-
-DEFAULT_MAX_BATCH_SIZE: Final = 16
-DEFAULT_MAX_MESSAGE_BYTES: Final = 10 * 1024 * 1024
 
 
 class Codec(Protocol):
@@ -37,7 +36,10 @@ class Codec(Protocol):
         options: DecodeOptions | None = None,
         position: Position | None = None,
     ) -> list[Event]:
-        """Events of one message in wire order; `DecodeError` (at `position`) when malformed."""
+        """Events of one message in wire order; `DecodeError` (at `position`) when malformed.
+
+        Pure: text that was not UTF-8 (decoded with U+FFFD) is reported to `options.invalid_text`.
+        """
         ...
 
     def encode_rows(

@@ -9,17 +9,24 @@ Choices (documented in the README):
   (a str keeps the fractional-second precision exactly as upstream wrote it).
 - Zero dates ('0000-00-00', month/day 0) are not representable as Python dates: they raise
   DecodeError unless `zero_dates="null"` is configured (never guessed silently).
+- Non-binary text (CHAR/VARCHAR/TEXT without the binary flag) whose bytes are not UTF-8 decodes
+  with U+FFFD for each bad sequence (`decode_text`), in both codecs alike; one bad byte does not
+  make the message undecodable. Each such value is reported to `DecodeOptions.invalid_text`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Literal, get_args
 
 from replicator.errors import ConfigError, DecodeError
+from replicator.events import Position
+
+log = logging.getLogger("replicator")
 
 ZeroDates = Literal["error", "null"]
 # Open Protocol only: how to read CHAR/VARCHAR values of columns without an `f` field
@@ -27,17 +34,67 @@ ZeroDates = Literal["error", "null"]
 LegacyMode = Literal["auto", "legacy", "modern"]
 
 
+class InvalidText:
+    """Counts text values that were not UTF-8 and were decoded with U+FFFD, per table and column.
+
+    The decoders stay pure: they report each replaced value of a message here only once the whole
+    message has decoded. The first value of a table and column is logged as a warning (naming
+    table, column and Kafka position); later ones are only counted, so a bad column cannot flood
+    the log. The engine shows `total` in its run summary.
+    """
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str], int] = {}
+        """(schema, table, column) -> values replaced."""
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def add(self, schema: str, table: str, column: str, position: Position | None = None) -> None:
+        key = (schema, table, column)
+        seen = self.counts.get(key, 0)
+        self.counts[key] = seen + 1
+        if not seen:
+            at = f" (first at {position})" if position is not None else ""
+            log.warning(
+                "%s.%s column %r: a text value is not valid UTF-8%s; its bad bytes were replaced with U+FFFD. "
+                "Later ones in this column are counted in the run summary (invalid_utf8), not logged; "
+                "declare the column binary upstream if it holds bytes",
+                schema,
+                table,
+                column,
+                at,
+            )
+
+
+def decode_text(raw: bytes) -> tuple[str, bool]:
+    """Non-binary text bytes -> (str, whether invalid UTF-8 was replaced with U+FFFD).
+
+    The one decoding both codecs use, so the same bytes give the same value whichever carried them
+    (Open Protocol's TEXT as base64, Craft's CHAR/VARCHAR/TEXT as raw bytes).
+    """
+    try:
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace"), True
+
+
 @dataclass(frozen=True, slots=True)
 class DecodeOptions:
     """Decoder knobs shared by both codecs, so one configuration types values identically.
 
     `timezone`: upstream zone TIMESTAMP text is written in. `legacy`: see `LegacyMode`.
-    `zero_dates`: what a zero DATE/DATETIME becomes (see module docstring).
+    `zero_dates`: what a zero DATE/DATETIME becomes (see module docstring). `invalid_text`: where
+    text values decoded with U+FFFD are reported (None: not reported; the value decodes the same).
     """
 
     timezone: dt.tzinfo = dt.UTC
     legacy: LegacyMode = "auto"
     zero_dates: ZeroDates = "error"
+    invalid_text: InvalidText | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.legacy not in get_args(LegacyMode):

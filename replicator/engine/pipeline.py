@@ -7,6 +7,7 @@ the Kafka consumer-group offsets. See warehouse.py and apply.py for why that is 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import signal
@@ -18,7 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from replicator.codec.values import DecodeOptions
+from replicator.codec import codec_for
+from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.window import Cursor, DdlStep, RowBatch, Step, Windower, collapse
@@ -39,22 +41,14 @@ Decoder = Callable[[bytes | None, bytes | None, DecodeOptions, Position], list[E
 
 
 def decoder_for(protocol: str) -> Decoder:
-    """The codec for a protocol name: the only place that knows every wire format."""
-    if protocol == "open":
-        from replicator.codec import open_protocol
+    """Deprecated: use `replicator.codec.codec_for(protocol).decode`. Kept only until the callers
+    outside the engine (cli, bench, the simulator's tests) have switched; the engine does not use it."""
+    codec = codec_for(protocol)
 
-        def dec_open(key: bytes | None, value: bytes | None, opts: DecodeOptions, pos: Position) -> list[Event]:
-            return open_protocol.decode(key, value, options=opts, position=pos)
+    def decode(key: bytes | None, value: bytes | None, opts: DecodeOptions, pos: Position) -> list[Event]:
+        return codec.decode(key, value, options=opts, position=pos)
 
-        return dec_open
-    if protocol == "craft":
-        from replicator.codec import craft
-
-        def dec_craft(key: bytes | None, value: bytes | None, opts: DecodeOptions, pos: Position) -> list[Event]:
-            return craft.decode(value or b"", options=opts, position=pos)
-
-        return dec_craft
-    raise ReplicatorError(f"unknown protocol {protocol!r} (expected open or craft)")
+    return decode
 
 
 @dataclass
@@ -94,6 +88,12 @@ class RunSummary:
     elapsed_s: float = 0.0
     tables: dict[str, TableCounts] = field(default_factory=dict)
     error: str | None = None
+    invalid_text: InvalidText = field(default_factory=InvalidText)  # text decoded with U+FFFD
+
+    @property
+    def invalid_utf8(self) -> int:
+        """Text values that were not UTF-8 and were replicated with U+FFFD (see codec.values)."""
+        return self.invalid_text.total
 
     @property
     def lag_s(self) -> float | None:
@@ -119,6 +119,7 @@ class RunSummary:
             "elapsed_s": round(self.elapsed_s, 3),
             "tables": {k: {"upserts": v.upserts, "deletes": v.deletes} for k, v in sorted(self.tables.items())},
             "error": self.error,
+            "invalid_utf8": self.invalid_utf8,
         }
 
     def render(self) -> str:
@@ -132,6 +133,8 @@ class RunSummary:
             f"lag               {self.lag_s:.1f}s" if self.lag_s is not None else "lag               n/a",
             f"elapsed           {self.elapsed_s:.1f}s ({self.rows / max(self.elapsed_s, 1e-9):.0f} rows/s)",
         ]
+        if self.invalid_utf8:
+            lines.append(f"invalid UTF-8     {self.invalid_utf8} text values replicated with U+FFFD")
         for name, c in sorted(self.tables.items()):
             lines.append(f"  {name}: {c.upserts} upserted, {c.deletes} deleted")
         return "\n".join(lines)
@@ -145,9 +148,11 @@ class Engine:
         self.options = options
         self.warehouse = Warehouse(options.warehouse)
         self._spark = spark
-        self._decode = decoder_for(options.protocol)
+        self._codec = codec_for(options.protocol)
         self._stop = False
-        self.summary = RunSummary(source=source.name)
+        self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText())
+        # The decoders report text they decoded with U+FFFD to the summary's counter.
+        self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
         self._delta: DeltaApplier | None = None
         self._ddl: DdlApplier | None = None
         self._dead: list[tuple[Record, str]] = []
@@ -307,7 +312,7 @@ class Engine:
 
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
-        events = self._decode(rec.key, rec.value, self.options.decode, pos)
+        events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
         for ev in events:
             if isinstance(ev, RowChange) and (ev.only_handle_key or ev.claim_check):
                 what = "claim-check location " + repr(ev.claim_check) if ev.claim_check else "only handle-key columns"

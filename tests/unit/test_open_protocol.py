@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import struct
 from decimal import Decimal
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from replicator.codec import codec_for
 from replicator.codec.open_protocol import (
     MessageTooLargeError,
     decode,
@@ -597,6 +599,39 @@ def test_decimal_number_stays_exact() -> None:
     (event,) = one(key, '{"u":{"c":{"t":246,"f":0,"v":0.1000000000000000055511151231257827}}}')
     assert isinstance(event, RowChange)
     assert event.columns[0].value == Decimal("0.1000000000000000055511151231257827")
+
+
+def test_negative_zero_double_keeps_its_sign() -> None:
+    """Go's encoding/json writes the float64 -0.0 as `-0` (a JSON integer); it must not read as 0.0."""
+    key = frame_key(b'{"ts":1,"scm":"s","tbl":"t","t":1}')
+    value = frame_value(b'{"u":{"d":{"t":5,"f":0,"v":-0},"f":{"t":4,"f":0,"v":-0},"z":{"t":5,"f":0,"v":0}}}')
+    (event,) = codec_for("open").decode(key, value)
+    assert isinstance(event, RowChange)
+    d, f, z = (c.value for c in event.columns)
+    assert isinstance(d, float) and d == 0 and math.copysign(1, d) == -1
+    assert isinstance(f, float) and f == 0 and math.copysign(1, f) == -1
+    assert isinstance(z, float) and math.copysign(1, z) == 1
+
+
+def test_negative_zero_is_written_as_go_does_and_round_trips() -> None:
+    cols = (Column("d", TypeCode.DOUBLE, 0, -0.0), Column("f", TypeCode.FLOAT, 0, -0.0))
+    row = RowChange(1, "s", "t", Op.INSERT, cols)
+    ((key, value),) = codec_for("open").encode_rows([row])
+    assert b'"d":{"t":5,"f":0,"v":-0}' in value and b'"f":{"t":4,"f":0,"v":-0}' in value
+    (event,) = codec_for("open").decode(key, value)
+    assert isinstance(event, RowChange)
+    assert [math.copysign(1, c.value) for c in event.columns if isinstance(c.value, float)] == [-1, -1]
+
+
+def test_negative_zero_elsewhere_is_zero_and_strings_are_untouched() -> None:
+    """`-0` in an integer or DECIMAL column is zero; "-0" inside a string is text, not a number."""
+    value = '{"u":{"i":{"t":8,"f":0,"v":-0},"n":{"t":246,"f":0,"v":-0},"s":{"t":15,"f":0,"v":"x:-0"}}}'
+    (event,) = one('{"ts":1,"t":1}', value)
+    assert isinstance(event, RowChange)
+    i, n, s = (c.value for c in event.columns)
+    assert type(i) is int and i == 0
+    assert n == Decimal(0)
+    assert s == "x:-0"
 
 
 def test_lone_surrogate_escapes_become_replacement_characters() -> None:

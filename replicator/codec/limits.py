@@ -1,0 +1,12 @@
+"""Batching limits both encoders share (the reference's defaults), defined once.
+
+TiCDC batches up to `max-batch-size` row events in one Kafka message and keeps a message under
+`max-message-bytes` (10 MiB, the default since TiCDC v6: pkg/config/sink.go).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+DEFAULT_MAX_BATCH_SIZE: Final = 16
+DEFAULT_MAX_MESSAGE_BYTES: Final = 10 * 1024 * 1024

@@ -1,0 +1,94 @@
+"""Open Protocol entries as JSON the way Go reads them: strict UTF-8, no NaN/Infinity, number text
+kept exact (DECIMAL), `-0` keeps its sign, a lone surrogate escape becomes U+FFFD."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+from replicator.errors import DecodeError
+
+
+class _FloatText(str):
+    """A JSON number with a fraction or exponent (or `-0`), kept as its text so DECIMAL stays exact
+    and a negative zero keeps its sign."""
+
+    __slots__ = ()
+
+
+def _reject_constant(name: str) -> Any:
+    raise DecodeError(f"JSON constant {name} is not allowed")
+
+
+def _int_or_negative_zero(text: str) -> int | _FloatText:
+    """Go's encoding/json writes the float64 -0.0 as `-0`, which Python's json reads as the int 0,
+    losing the sign: keep it as number text, which a DOUBLE column reads as -0.0."""
+    return _FloatText(text) if text == "-0" else int(text)
+
+
+_JSON: Final = json.JSONDecoder(parse_float=_FloatText, parse_constant=_reject_constant)
+# Used only for entries that may hold a `-0` number (the common case keeps the C integer path).
+_JSON_NEGATIVE_ZERO: Final = json.JSONDecoder(
+    parse_float=_FloatText, parse_int=_int_or_negative_zero, parse_constant=_reject_constant
+)
+# `-0` as a JSON number (after ':', ',' or '['), not followed by more of a number; a match inside
+# a string only costs the slower parse.
+_NEGATIVE_ZERO_RE: Final = re.compile(r"[:,\[]\s*-0(?![0-9.eE])")
+# Python's json keeps a lone \uD800-\uDFFF escape as a lone surrogate; Go turns it into U+FFFD.
+_SURROGATE_ESCAPE_RE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "a boolean"
+    if type(value) is int or type(value) is _FloatText:
+        return "a number"
+    if type(value) is str:
+        return "a string"
+    if type(value) is list:
+        return "an array"
+    return "an object"
+
+
+def _fix_surrogates(obj: Any) -> Any:
+    if type(obj) is str:
+        return _LONE_SURROGATE_RE.sub("\ufffd", obj)
+    if type(obj) is dict:
+        return {_fix_surrogates(k): _fix_surrogates(v) for k, v in obj.items()}
+    if type(obj) is list:
+        return [_fix_surrogates(v) for v in obj]
+    return obj
+
+
+_JSON_START: Final = frozenset(b'{[ \t\r\n"-0123456789tfn')
+
+
+def _load(buf: bytes, start: int, end: int, where: str) -> dict[str, Any]:
+    """Parse one entry as a JSON object (strict UTF-8, no NaN/Infinity)."""
+    # Snappy/LZ4-compressed entries (large-message-handle-compression) do not start like JSON.
+    hint = "" if start == end or buf[start] in _JSON_START else " (compressed values are not supported)"
+    try:
+        text = buf[start:end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        what = f"not valid UTF-8 ({exc.reason}){hint}"
+        raise DecodeError(what, offset=start + exc.start, where=where) from None
+    try:
+        decoder = _JSON_NEGATIVE_ZERO if "-0" in text and _NEGATIVE_ZERO_RE.search(text) else _JSON
+        obj = decoder.decode(text)
+    except json.JSONDecodeError as exc:
+        offset = start + len(text[: exc.pos].encode("utf-8"))
+        raise DecodeError(f"not valid JSON: {exc.msg}{hint}", offset=offset, where=where) from None
+    except DecodeError as exc:
+        raise DecodeError(exc.what, offset=start, where=where) from None
+    except (ValueError, RecursionError) as exc:
+        raise DecodeError(f"not valid JSON: {exc}", offset=start, where=where) from None
+    if type(obj) is not dict:
+        raise DecodeError(f"JSON entry is {_kind(obj)}, not an object", offset=start, where=where)
+    result: dict[str, Any] = obj
+    if "\\u" in text and _SURROGATE_ESCAPE_RE.search(text) is not None:
+        result = _fix_surrogates(obj)
+    return result
