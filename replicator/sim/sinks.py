@@ -17,6 +17,8 @@ from replicator.sim.stream import Simulation
 
 @dataclass
 class SinkReport:
+    """What a sink wrote: records per partition, the time it took, and the target (for summaries)."""
+
     records: dict[int, int]
     elapsed_s: float
     target: str
