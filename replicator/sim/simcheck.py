@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replicator.codec.render import value_to_json
-from replicator.sim.simulate import ExpectedState
+from replicator.sim.expected import ExpectedState
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -59,6 +59,18 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     assert set(results["scale"]["sizes"]) == {"2000", "4000"}
     assert results["codec"]["sizes"]["case0"]["open"]["raw"] == 708  # the seed's size table
     md = (cfg.out / "results.md").read_text()
-    for heading in ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## 4. Resources"):
-        assert heading in md
+    headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## 4. Resources")
+    at = [md.find(heading) for heading in headings]
+    assert -1 not in at and at == sorted(at), at  # every block, in the report's order
     assert (cfg.out / "results.png").stat().st_size > 10_000
+
+
+def test_sections_are_registered_in_one_place() -> None:
+    names = [s.name for s in bench.SECTIONS]
+    assert names == ["codec", "e2e", "scale", "profile"]
+    assert bench.parse_args(["--quick"]).sections == tuple(names)
+    assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--sections", "codec,nonsense"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--protocols", "avro"])

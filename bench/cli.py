@@ -1,0 +1,82 @@
+"""``python -m bench`` (what ``make bench`` runs): parse the arguments, run the sections, write
+the report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.common import BenchConfig, machine_info
+from bench.report import jsonable, write_outputs
+from bench.sections import run_sections, section_names
+from replicator.codec import PROTOCOLS
+
+
+def run(cfg: BenchConfig, argv: Sequence[str]) -> dict[str, Any]:
+    """Every selected section in one invocation (see `bench.sections`); returns the raw results."""
+    started = time.perf_counter()
+    results: dict[str, Any] = {"machine": machine_info(), "argv": list(argv),
+                               "config": jsonable(asdict(cfg)), "notes": []}
+    run_sections(cfg, results)
+    results["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["elapsed_s"] = time.perf_counter() - started
+    return results
+
+
+def parse_args(argv: Sequence[str]) -> BenchConfig:
+    """The command line -> a `BenchConfig` (``--quick`` scales every section down)."""
+    import bench
+
+    p = argparse.ArgumentParser(prog="python -m bench", description=bench.__doc__.split("\n\n")[0] if bench.__doc__
+                                else None)
+    p.add_argument("--events", type=int, default=None, help="row changes for the end-to-end run (default 1,000,000; "
+                   "20,000 with --quick)")
+    p.add_argument("--quick", action="store_true", help="short smoke run: fewer rounds, smaller workloads and tables")
+    p.add_argument("--out", type=Path, default=Path("bench"), help="output directory (default bench/)")
+    p.add_argument("--protocols", default=",".join(PROTOCOLS),
+                   help=f"end-to-end protocols (default {','.join(PROTOCOLS)})")
+    p.add_argument("--sections", default=",".join(section_names()), help="which sections (default all)")
+    p.add_argument("--scale-sizes", help="table sizes for the MERGE scale section (default 100000,1000000,10000000; "
+                   "--quick: 100000,300000,1000000)")
+    p.add_argument("--scale-repeat", type=int, default=None, help="MERGE rounds per size and mode (default 3)")
+    p.add_argument("--profile-events", type=int, default=None, help="row changes for the profiled run (default 20,000)")
+    p.add_argument("--max-buffer-rows", type=int, default=200_000, help="passed to replicator run (default 200,000)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
+    a = p.parse_args(list(argv))
+    cfg = BenchConfig(out=a.out, quick=a.quick, max_buffer_rows=a.max_buffer_rows, seed=a.seed, keep=a.keep)
+    cfg.events = a.events if a.events is not None else (20_000 if a.quick else 1_000_000)
+    cfg.protocols = tuple(x.strip() for x in a.protocols.split(",") if x.strip())
+    cfg.sections = tuple(x.strip() for x in a.sections.split(",") if x.strip())
+    unknown = set(cfg.sections) - set(section_names()) | set(cfg.protocols) - set(PROTOCOLS)
+    if unknown:
+        p.error(f"unknown section or protocol: {', '.join(sorted(unknown))}")
+    if a.scale_sizes:
+        cfg.scale_sizes = tuple(int(x) for x in a.scale_sizes.split(","))
+    elif a.quick:
+        cfg.scale_sizes = (100_000, 300_000, 1_000_000)
+    if any(s < cfg.scale_changes for s in cfg.scale_sizes):
+        p.error(f"--scale-sizes must each be >= {cfg.scale_changes} (the change set)")
+    cfg.scale_repeat = a.scale_repeat or (1 if a.quick else 3)
+    cfg.workload_events = 10_000 if a.quick else 50_000
+    cfg.profile_events = a.profile_events or min(cfg.events, 20_000)
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench [options]``: run, write ``results.{json,md,png}``, print the markdown."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    cfg = parse_args(args)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s bench %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+    results = run(cfg, args)
+    write_outputs(results, cfg)
+    sys.stdout.write((cfg.out / "results.md").read_text())
+    return 0

@@ -1,0 +1,141 @@
+"""What every bench section shares: its configuration, the machine description, and the timers.
+
+Figures are only comparable when taken on the same machine under the same load, so the report
+records the machine, the versions and the load average, and the timers measure process CPU time
+(robust when other jobs compete for the cores) next to wall time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import gc
+import importlib.metadata
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import time
+import timeit
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replicator.codec import PROTOCOLS
+
+log = logging.getLogger("bench")
+
+
+@dataclass
+class BenchConfig:
+    """What to measure (``python -m bench`` fills it from its arguments; tests build it directly)."""
+
+    events: int = 1_000_000
+    tables: int = 10
+    partitions: int = 3
+    protocols: tuple[str, ...] = PROTOCOLS
+    sections: tuple[str, ...] = ("codec", "e2e", "scale", "profile")  # names in bench.sections.SECTIONS
+    scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
+    scale_repeat: int = 3
+    scale_changes: int = 10_000
+    workload_events: int = 50_000
+    profile_events: int = 20_000
+    max_buffer_rows: int = 200_000
+    seed: int = 1
+    out: Path = field(default_factory=lambda: Path("bench"))
+    quick: bool = False
+    keep: bool = False
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, RAM, CPU model, versions and load: what a reader needs to compare two reports."""
+    mem_kb = 0
+    with contextlib.suppress(OSError), open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    cpu = platform.processor() or ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+
+    def version(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "-"
+
+    java = "-"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+        java = (out.stderr or out.stdout).splitlines()[0].strip()
+    commit = "-"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                timeout=10, cwd=Path(__file__).resolve().parent.parent).stdout.strip() or "-"
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cores": os.cpu_count(),
+        "ram_gib": round(mem_kb / (1 << 20), 1),
+        "cpu": cpu,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "pyspark": version("pyspark"),
+        "delta-spark": version("delta-spark"),
+        "kafka-python": version("kafka-python"),
+        "pyarrow": version("pyarrow"),
+        "crc32c": version("crc32c"),
+        "java": java,
+        "git": commit,
+        "load_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def time_ns(fns: Mapping[str, Callable[[], object]], repeat: int) -> dict[str, dict[str, float]]:
+    """ns per call of each fn, timeit-style: autorange picks each loop count (>= 0.2 s), then
+    `repeat` rounds, round-robin over the fns so that bursts of other load hit them alike.
+
+    Each round is timed twice: process CPU time (what one core spends; robust when other jobs
+    compete for the cores) and wall time. `min_ns` is the best CPU-time round, `median_ns` the
+    median one, `wall_min_ns` the best wall-clock round.
+    """
+    loops = {k: timeit.Timer(f).autorange()[0] for k, f in fns.items()}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # as timeit does: collections are not part of the measured call
+    try:
+        for _ in range(repeat):
+            for k, fn in fns.items():
+                n = loops[k]
+                w0, c0 = time.perf_counter(), time.process_time()
+                for _ in range(n):
+                    fn()
+                c1, w1 = time.process_time(), time.perf_counter()
+                cpu[k].append((c1 - c0) / n * 1e9)
+                wall[k].append((w1 - w0) / n * 1e9)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {k: {"min_ns": min(cpu[k]), "median_ns": statistics.median(cpu[k]), "wall_min_ns": min(wall[k]),
+                "loops": loops[k], "repeat": repeat} for k in fns}
+
+
+def best_of(fns: Mapping[str, Callable[[], object]], repeat: int) -> dict[str, dict[str, float]]:
+    """Seconds per call of long-running fns, `repeat` rounds round-robin: best and median process
+    CPU time, and best wall time (see `time_ns`)."""
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            cpu[k].append(time.process_time() - c0)
+            wall[k].append(time.perf_counter() - w0)
+    return {k: {"min_s": min(cpu[k]), "median_s": statistics.median(cpu[k]), "wall_min_s": min(wall[k])}
+            for k in fns}

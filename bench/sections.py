@@ -1,0 +1,154 @@
+"""The bench's sections: the one place where they are registered and run.
+
+A section has up to two phases, each a function of the run's `Context` that stores its figures in
+``ctx.results[section.name]``: ``before_spark`` runs while this process has no Spark session yet
+(the end-to-end runs are subprocesses with JVMs of their own, which the bench's JVM must not
+compete with), ``with_spark`` once the bench's own session is up. Within a phase, sections run in
+the order of `SECTIONS`. The local broker starts right before the first section that needs it
+(after the codec timings, which an idle broker JVM would not disturb but its start-up would).
+
+To add a section: write its module (``bench/<name>.py``), register a `Section` in `SECTIONS`
+(its name becomes a ``--sections`` value), and add its block to `bench.report.render_markdown`
+(and its targets, if any, to `bench.report.targets`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.codecs import bench_codecs
+from bench.common import BenchConfig, log
+from bench.e2e import bench_e2e, finish_e2e
+from bench.profiling import profile_engine
+from bench.scale import bench_scale
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class Context:
+    """What a section's phase gets: the configuration, the results so far, a scratch directory, the
+    broker's bootstrap address ("" until a section needing it has started it) and, in the
+    ``with_spark`` phase, the bench's Spark session."""
+
+    cfg: BenchConfig
+    results: dict[str, Any]
+    scratch: Path
+    bootstrap: str = ""
+    spark_session: SparkSession | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        if self.spark_session is None:
+            raise RuntimeError("no Spark session yet: this is a with_spark phase's resource")
+        return self.spark_session
+
+
+Phase = Callable[[Context], None]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A registered section: its ``--sections`` name, the title it is logged with, whether it needs
+    the local broker, and its phases."""
+
+    name: str
+    title: str
+    needs_broker: bool = False
+    before_spark: Phase | None = None
+    with_spark: Phase | None = None
+
+
+def _codec(ctx: Context) -> None:
+    ctx.results["codec"] = bench_codecs(ctx.cfg)
+
+
+def _e2e(ctx: Context) -> None:
+    ctx.results["e2e"] = bench_e2e(ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
+def _e2e_finish(ctx: Context) -> None:
+    finish_e2e(ctx.spark, ctx.results["e2e"], ctx.scratch, rounds=1 if ctx.cfg.quick else 2)
+
+
+def _scale(ctx: Context) -> None:
+    ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
+
+
+def _profile(ctx: Context) -> None:
+    ctx.results["profile"] = profile_engine(ctx.spark, ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("codec", "1: codecs", before_spark=_codec),
+    Section("e2e", "2: end to end", needs_broker=True, before_spark=_e2e, with_spark=_e2e_finish),
+    Section("scale", "3: scale", with_spark=_scale),
+    Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
+)
+"""Every section, in run order (section 4, resources, reports figures of the end-to-end runs)."""
+
+
+def section_names() -> tuple[str, ...]:
+    """The valid ``--sections`` values."""
+    return tuple(s.name for s in SECTIONS)
+
+
+@contextlib.contextmanager
+def _scratch(keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="replicator-bench-"))
+    try:
+        yield path
+    finally:
+        if keep:
+            log.info("kept %s", path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def run_sections(cfg: BenchConfig, results: dict[str, Any]) -> None:
+    """Run the sections selected in ``cfg.sections`` into ``results``; the broker and the Spark
+    session are started only if a selected section needs them, and always stopped."""
+    selected = [s for s in SECTIONS if s.name in cfg.sections]
+    with _scratch(cfg.keep) as scratch, contextlib.ExitStack() as stack:
+        ctx = Context(cfg, results, scratch)
+
+        def ensure_broker() -> None:
+            if not ctx.bootstrap:
+                from replicator.sim.localkafka import running_broker
+
+                ctx.bootstrap = stack.enter_context(running_broker(scratch / "kafka"))
+
+        started: set[str] = set()
+        for section in selected:
+            if section.before_spark is not None:
+                if section.needs_broker:
+                    ensure_broker()
+                log.info("section %s", section.title)
+                started.add(section.name)
+                section.before_spark(ctx)
+        late = [s for s in selected if s.with_spark is not None]
+        if not late:
+            return
+        if any(s.needs_broker for s in selected):
+            ensure_broker()
+        from replicator.delta.spark import get_spark, stop_spark
+
+        t0 = time.perf_counter()
+        spark = get_spark("replicator-bench")
+        spark.range(1).collect()
+        results["spark_start_s"] = time.perf_counter() - t0
+        stack.callback(stop_spark)
+        ctx.spark_session = spark
+        for section in late:
+            if section.name not in started:
+                log.info("section %s", section.title)
+            assert section.with_spark is not None
+            section.with_spark(ctx)

@@ -1,0 +1,254 @@
+"""The broker's JVM processes: pids, ports, the broker log, readiness, and the format/launch steps.
+
+Names with a leading underscore are shared within `replicator.sim.localkafka` only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from replicator.sim.localkafka.config import (
+    _BIND_FAILURE,
+    _FATAL,
+    _STACK_FRAME,
+    _STARTED,
+    HOST,
+    JVM_FLAGS,
+    LocalKafkaError,
+    _BindError,
+)
+
+# ---------------------------------------------------------------------------------------------- processes
+
+
+def _reap(pid: int) -> None:
+    """Collect our own dead child so it does not linger as a zombie (which os.kill(pid, 0) sees as alive)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a container's PID 1 may never reap orphans)."""
+    _reap(pid)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie whose parent is not us still answers kill(0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _is_our_broker(pid: int, state_dir: Path) -> bool:
+    """Guard against a recycled pid: the process must be kafka.Kafka running this state dir's props."""
+    if not pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True  # no /proc (not Linux): trust the pid file
+    return b"kafka.Kafka" in cmdline and str(state_dir / "server.properties").encode() in cmdline
+
+
+def _port_accepting(port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS reports free right now (racy by nature: callers retry on bind failure)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind((HOST, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _read_from(path: Path, start: int) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(start)
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _tail(path: Path, start: int = 0, lines: int = 30) -> str:
+    """The last log lines of this run, without Java stack frames (the messages and causes are what help)."""
+    kept = [line for line in _read_from(path, start).splitlines() if not _STACK_FRAME.match(line)]
+    return "\n".join(kept[-lines:]) or "(broker.log is empty)"
+
+
+def _set_pdeathsig() -> None:
+    """In the child: die with SIGTERM when the parent dies, so a killed pytest never leaks a broker."""
+    import ctypes
+
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # 1 == PR_SET_PDEATHSIG
+
+
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    """Serialise up/down on one state dir (two `make kafka-up` at once must not launch two JVMs)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with (state_dir / ".lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------------------------- readiness
+
+
+def _probe(bootstrap: str, timeout_s: float) -> None:
+    """Ready means a client can create (and delete) a topic, not merely that the port accepts."""
+    from kafka import KafkaAdminClient
+
+    timeout_ms = max(1000, int(timeout_s * 1000))
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap,
+        client_id="replicator-localkafka-probe",
+        request_timeout_ms=timeout_ms,
+        bootstrap_timeout_ms=timeout_ms,
+        reconnect_backoff_max_ms=500,
+    )
+    try:
+        name = f"localkafka-probe-{uuid.uuid4().hex[:12]}"
+        admin.create_topics(
+            {name: {"num_partitions": 1, "replication_factor": 1}},
+            timeout_ms=timeout_ms,
+            wait_for_metadata=True,
+        )
+        admin.delete_topics([name], timeout_ms=timeout_ms)
+    finally:
+        admin.close()
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes] | None,
+    pid: int,
+    port: int,
+    log_path: Path,
+    log_start: int,
+    deadline: float,
+    *,
+    await_started_line: bool = True,
+) -> None:
+    """Poll until a topic can be created; raise as soon as the JVM exits or logs a fatal start-up error.
+
+    The probe waits for this run's "Kafka Server started" line: if our port was taken by some other
+    listener, a Kafka client would hang on it instead of us noticing the bind failure in the log.
+    """
+    last_error: BaseException | None = None
+    while True:
+        exited = proc.poll() is not None if proc is not None else not pid_alive(pid)
+        fresh = _read_from(log_path, log_start)
+        if exited or _FATAL.search(fresh) or "Address already in use" in fresh:
+            tail = _tail(log_path, log_start)
+            match = _BIND_FAILURE.search(fresh)
+            if match or "Address already in use" in fresh:
+                raise _BindError(int(match.group(1)) if match else None, tail)
+            how = "fatal error logged" if not exited else f"exit code {proc.returncode if proc else '?'}"
+            raise LocalKafkaError(f"Kafka broker failed during start-up ({how}); {log_path}:\n{tail}")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise LocalKafkaError(
+                f"Kafka broker on {HOST}:{port} not ready in time (last error: {last_error!r}); "
+                f"{log_path}:\n{_tail(log_path, log_start)}"
+            )
+        started = not await_started_line or _STARTED in fresh
+        if started and _port_accepting(port, timeout=min(1.0, remaining)):
+            try:
+                _probe(f"{HOST}:{port}", timeout_s=min(5.0, max(1.0, remaining)))
+                return
+            except Exception as exc:  # not ready yet: metadata not loaded, controller not elected...
+                last_error = exc
+        time.sleep(0.2)
+
+
+def _format(java: str, libs: Path, state_dir: Path, cluster_id: str) -> float | None:
+    """Format log.dirs once; the JVM is skipped when meta.properties shows it is already formatted."""
+    if (state_dir / "data" / "meta.properties").exists():
+        return None
+    started = time.monotonic()
+    cmd = [
+        java,
+        "-XX:TieredStopAtLevel=1",
+        f"-Dlog4j2.configurationFile={state_dir / 'log4j2.properties'}",
+        "-cp",
+        f"{libs}/*",
+        "kafka.tools.StorageTool",
+        "format",
+        "--standalone",
+        f"--cluster-id={cluster_id}",
+        "-c",
+        str(state_dir / "server.properties"),
+    ]
+    result = subprocess.run(cmd, cwd=state_dir, capture_output=True, text=True, timeout=120, check=False)
+    if result.returncode != 0:
+        raise LocalKafkaError(
+            f"kafka StorageTool format failed (exit {result.returncode}):\n{result.stdout}{result.stderr}"
+        )
+    return time.monotonic() - started
+
+
+def _launch(java: str, libs: Path, state_dir: Path, detach: bool) -> subprocess.Popen[bytes]:
+    cmd = [
+        java,
+        *JVM_FLAGS,
+        f"-Dlog4j2.configurationFile={state_dir / 'log4j2.properties'}",
+        "-cp",
+        f"{libs}/*",  # expanded by java itself, must not be globbed
+        "kafka.Kafka",
+        str(state_dir / "server.properties"),
+    ]
+    with (state_dir / "broker.log").open("ab") as log_fh:
+        return subprocess.Popen(
+            cmd,
+            cwd=state_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=detach,
+            preexec_fn=None if detach or sys.platform != "linux" else _set_pdeathsig,
+        )
+
+
+def _kill_and_wait(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
