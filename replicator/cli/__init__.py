@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replicate a TiCDC Kafka topic (Open Protocol or Craft) into Delta Lake tables, exactly once.",
     )
     parser.add_argument("--version", action="version", version=f"replicator {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (and Spark's start-up output)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in (run, tables, capture, archive, simulate, binlog, decode):
         group.register(sub)
@@ -48,6 +48,10 @@ def _configure_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
     # pydantic-settings can dump every source's raw values (passwords included) at DEBUG.
     logging.getLogger("pydantic_settings").setLevel(logging.INFO)
+    if verbose:
+        from replicator.delta.spark import set_verbose
+
+        set_verbose(True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

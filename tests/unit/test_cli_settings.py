@@ -162,3 +162,15 @@ def test_failed_sasl_connection_does_not_print_the_password(tmp_path: Path) -> N
     assert out.returncode != 0
     assert SECRET not in out.stdout + out.stderr
     assert "127.0.0.1:1" in out.stderr  # the error still says where it failed
+
+
+def test_verbose_flag_lets_spark_start_loudly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from replicator.delta import spark
+
+    try:
+        assert main(["archive", "inspect", str(tmp_path)]) == 0
+        assert spark._verbose is False
+        assert main(["-v", "archive", "inspect", str(tmp_path)]) == 0
+        assert spark._verbose is True
+    finally:
+        spark.set_verbose(False)
