@@ -8,6 +8,7 @@ back to Spark's Ivy resolution via `configure_spark_with_delta_pip`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -65,10 +66,12 @@ def _filtered_jvm_stderr() -> Iterator[None]:
     read_end, write_end = os.pipe()
 
     def pump() -> None:
+        # Always keep reading: a full pipe would block the JVM on its next stderr write.
         with os.fdopen(read_end, "rb") as src, os.fdopen(target, "wb", buffering=0) as dst:
             for line in src:
                 if not _STARTUP_CHATTER.match(line.decode("utf-8", "replace")):
-                    dst.write(line)
+                    with contextlib.suppress(OSError):
+                        dst.write(line)
 
     threading.Thread(target=pump, name="jvm-stderr", daemon=True).start()
     os.dup2(write_end, 2)
