@@ -14,20 +14,25 @@ export KAFKA_PORT
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
+# Quiet unless it fails: pip's and setuptools' output (the editable-install banner) goes to
+# .venv/install.log, printed in full when a step fails.
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
-	touch $@
+	@echo "setting up $(VENV) (log: $(VENV)/install.log)"
+	@$(PYTHON) -m venv $(VENV)
+	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e '.[dev]'; } >$(VENV)/install.log 2>&1 \
+		|| { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
+	@touch $@
 
 $(CACHE)/spark-jars/.resolved: tools/spark-jars/pom.xml
-	mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CACHE)/spark-jars
-	touch $@
+	@echo "resolving the Delta jars into $(CACHE)/spark-jars"
+	@mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CACHE)/spark-jars
+	@touch $@
 
 $(CACHE)/kafka-libs/.resolved: tools/kafka-broker/pom.xml
-	mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(CACHE)/kafka-libs
-	touch $@
+	@echo "resolving the Kafka broker classpath into $(CACHE)/kafka-libs"
+	@mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(CACHE)/kafka-libs
+	@touch $@
 
 spark-jars: $(CACHE)/spark-jars/.resolved ## resolve Delta jars from Maven Central into .cache/spark-jars
 kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs

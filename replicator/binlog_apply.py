@@ -30,11 +30,10 @@ import json
 import logging
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlglot
 from pydantic import BaseModel, ConfigDict, Field
@@ -1156,25 +1155,9 @@ class BinlogApplier:
             log.info("%s: %s", where, action.reason)
 
 
-def cmd_run_binlog(args: Any, settings: Any, out: IO[str] | None = None) -> int:
-    """``replicator run --binlog PATH... --warehouse DIR``: apply, print the summary, exit 0/non-zero."""
-    stream = out if out is not None else sys.stdout
-    warehouse = settings.get("warehouse", required=True)
-    applier = BinlogApplier(warehouse)
-    try:
-        applier.run(list(args.binlog), wait=bool(settings.get("wait")))
-    finally:
-        if settings.get("json_summary"):
-            stream.write(json.dumps(applier.summary.to_json()) + "\n")
-        else:
-            stream.write(applier.summary.render() + "\n")
-        stream.flush()
-    return 0
-
-
 __all__ = [
     "Action", "AddColumn", "BinlogApplier", "BinlogState", "Catalog", "ColumnInfo", "CreateTable", "Dml",
     "DropColumn", "DropTable", "Noop", "Statement", "Summary", "TableInfo", "Transaction", "TransactionAssembler",
-    "check_deterministic", "check_paths", "cmd_run_binlog", "parse_statement", "substitute_variables",
+    "check_deterministic", "check_paths", "parse_statement", "substitute_variables",
     "translate", "txn_version",
 ]

@@ -8,9 +8,13 @@ back to Spark's Ivy resolution via `configure_spark_with_delta_pip`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +23,65 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "spark-jars"
+# log4j2 configuration the driver JVM starts with unless verbose: errors only, so Spark's start-up
+# chatter (NativeCodeLoader, "Using Spark's default log4j profile", "Setting default log level")
+# never reaches the terminal. It must be given at JVM launch: those lines are written before
+# setLogLevel can run.
+QUIET_LOG4J = Path(__file__).resolve().with_name("log4j2-quiet.properties")
 _LOCK = threading.Lock()
+_verbose = False
+
+
+def set_verbose(verbose: bool) -> None:
+    """Start Spark with its own default logging (the CLI's -v); quiet (errors only) otherwise.
+
+    Takes effect for the next session started in this process.
+    """
+    global _verbose
+    _verbose = verbose
+
+
+# What the JVM and Spark's launcher print on stderr at start-up, outside log4j: the JDK's incubator
+# notice (Spark adds jdk.incubator.vector) and Ivy's resolution report when the Delta jars are not
+# cached. Dropped unless verbose; every other line of the JVM's stderr is passed on.
+_STARTUP_CHATTER = re.compile(
+    r"WARNING: Using incubator modules|Using Spark's default log4j profile|Setting default log level"
+    r"|To adjust logging level use|:: (loading settings|resolving dependencies|resolution report|retrieving) ::"
+    r"|Ivy Default Cache set to|The jars for the packages stored in|\S+#\S+ added as a dependency"
+    r"|\s+(confs: |found \S+ in |:: modules in use|\d+ artifacts copied|-{20,}|\|)"
+)
+
+
+@contextmanager
+def _filtered_jvm_stderr() -> Iterator[None]:
+    """While the JVM starts, fd 2 is a pipe (the JVM keeps it for life); a daemon thread passes
+    its lines on to the real stderr, without the start-up chatter."""
+    try:
+        sys.stderr.flush()
+        original = os.dup(2)
+        target = os.dup(2)
+    except (OSError, ValueError):  # no usable stderr: nothing to keep quiet
+        yield
+        return
+    read_end, write_end = os.pipe()
+
+    def pump() -> None:
+        # Always keep reading: a full pipe would block the JVM on its next stderr write.
+        with os.fdopen(read_end, "rb") as src, os.fdopen(target, "wb", buffering=0) as dst:
+            for line in src:
+                if not _STARTUP_CHATTER.match(line.decode("utf-8", "replace")):
+                    with contextlib.suppress(OSError):
+                        dst.write(line)
+
+    threading.Thread(target=pump, name="jvm-stderr", daemon=True).start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, 2)
+        os.close(original)
 
 
 def _jar_paths() -> list[str] | None:
@@ -68,6 +130,9 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
         )
+        if not _verbose:
+            builder = builder.config("spark.driver.extraJavaOptions",
+                                     f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
         jars = _jar_paths()
         if jars is not None:
             builder = builder.config("spark.jars", ",".join(jars))
@@ -75,7 +140,11 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             from delta import configure_spark_with_delta_pip
 
             builder = configure_spark_with_delta_pip(builder)
-        spark = builder.getOrCreate()
+        if _verbose:
+            spark = builder.getOrCreate()
+        else:
+            with _filtered_jvm_stderr():
+                spark = builder.getOrCreate()
         level = os.environ.get("REPLICATOR_SPARK_LOG_LEVEL", "ERROR")
         spark.sparkContext.setLogLevel(level)
         if level.upper() == "ERROR":

@@ -16,10 +16,10 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
@@ -512,24 +512,3 @@ def format_inspect_entry(entry: dict[str, Any], *, limit: int = 120) -> str:
     if entry["error"]:
         line += f"  !! {entry['error']}"
     return line
-
-
-def archive_inspect_main(paths: Sequence[PathLike], out: IO[str], *, limit: int = 120) -> int:
-    """Body of ``replicator archive inspect PATH...``: print every frame, then fail on bad CRCs.
-
-    Directories are expanded to their archive files. Structural errors propagate (after the
-    frames before them were printed); bad CRCs are all listed, then reported as one FrameError.
-    """
-    bad: list[tuple[str, int]] = []
-    files: list[Path] = []
-    for p in paths:
-        files.extend(list_archive_files(p) if Path(p).is_dir() else [Path(p)])
-    for f in files:
-        print(f"# {f}", file=out)
-        for entry in inspect(f):
-            print(format_inspect_entry(entry, limit=limit), file=out)
-            if not entry["crc_ok"]:
-                bad.append((entry["file"], entry["offset"]))
-    if bad:
-        raise FrameError(f"{len(bad)} frame(s) with a bad CRC, the first", offset=bad[0][1], where=bad[0][0])
-    return 0

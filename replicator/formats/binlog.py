@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, BinaryIO, NamedTuple, cast
+from typing import Any, BinaryIO, NamedTuple, cast
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import EncodeError, Message
@@ -455,55 +454,3 @@ def parse_set(assignments: Iterable[str]) -> dict[str, str]:
             raise ConfigError(f"--set {name} given twice")
         out[name] = value
     return out
-
-
-def binlog_write_main(
-    *,
-    file: PathLike = DEFAULT_FILE,
-    trans: int,
-    query: str | None = None,
-    sets: Sequence[str] = (),
-    server_id: int = DEFAULT_SERVER_ID,
-    session_id: int = 0,
-    commit: bool = False,
-    rollback: bool = False,
-    rotate_bytes: int = DEFAULT_ROTATE_BYTES,
-) -> int:
-    """Body of ``replicator binlog write``: exactly one of query, ``--commit``, ``--rollback``."""
-    if sum((query is not None, commit, rollback)) != 1:
-        raise ConfigError("give exactly one of a SQL statement, --commit or --rollback")
-    if sets and query is None:
-        raise ConfigError("--set only applies to a statement")
-    for flag, v in (("--trans", trans), ("--server-id", server_id), ("--session-id", session_id)):
-        if not 0 <= v < 1 << 32:
-            raise ConfigError(f"{flag} {v} outside 0..{(1 << 32) - 1}")
-    variables = parse_set(sets)
-    with BinlogWriter(file, server_id=server_id, rotate_bytes=rotate_bytes) as w:
-        if query is not None:
-            if not query.strip():
-                raise ConfigError("empty SQL statement")
-            w.write_query(trans, query, variables, session_id=session_id)
-        elif commit:
-            w.write_commit(trans)
-        else:
-            w.write_rollback(trans)
-    return 0
-
-
-def binlog_read_main(
-    paths: Sequence[PathLike] = (), out: IO[str] | None = None, *, verbose: bool = False
-) -> int:
-    """Body of ``replicator binlog read [FILE...]``: print events in the seed's shape.
-
-    Start and Chain (the seed's "events used to control the storage of the binary log") are
-    shown only with ``verbose``, so the default output is exactly the seed's. Errors propagate
-    after the events before them were printed.
-    """
-    stream = out if out is not None else sys.stdout
-    for event in read_binlog(list(paths) or [DEFAULT_FILE]):
-        if event.type in ("Start", "Chain") and not verbose:
-            continue
-        if verbose:
-            print(f"# at {event.file}:{event.offset}", file=stream)
-        print(format_event(event.message), file=stream)
-    return 0

@@ -255,14 +255,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-servers", help="use this running broker instead of the local one (tests)")
     p.add_argument("--skip-capture", action="store_true", help="do not capture the topic into an archive")
     p.add_argument("--state-dir", default=str(DEMO_STATE), help=f"expected files and archive (default {DEMO_STATE})")
+    p.add_argument("-v", "--verbose", action="store_true", help="progress logging and Spark's start-up output")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for noisy in ("kafka", "py4j", "pyspark"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
+        logging.getLogger(noisy).setLevel(logging.WARNING if args.verbose else logging.ERROR)
+    if args.verbose:
+        from replicator.delta.spark import set_verbose
+
+        set_verbose(True)  # the JVM's start-up output too (quiet by default)
     # Delta logs a benign "Failed to translate filter" ERROR per read of a table with deletion vectors.
     os.environ.setdefault("REPLICATOR_SPARK_LOG_LEVEL", "FATAL")
     try:

@@ -30,12 +30,8 @@ Pure logic: no Spark and no Kafka import here (``produce`` imports kafka-python 
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
-from pathlib import Path
 
-from replicator.errors import ConfigError
 from replicator.sim.columns import ColumnDef, column, f32, gen_value, quote, table_value
 from replicator.sim.expected import EXPECTED_FORMAT, ExpectedState, SimStats
 from replicator.sim.model import DEFAULT_START, SimConfig
@@ -64,7 +60,6 @@ __all__ = [
     "Simulation",
     "SinkReport",
     "Template",
-    "cmd_simulate",
     "column",
     "ensure_topic",
     "expected_state",
@@ -80,40 +75,3 @@ __all__ = [
 ]
 
 log = logging.getLogger("replicator.sim.simulate")
-
-
-# ---------------------------------------------------------------------------------------------
-# CLI
-
-
-def cmd_simulate(args: argparse.Namespace) -> int:
-    """``replicator simulate``: produce (or archive) a stream and write its expected final tables."""
-    if args.out and args.bootstrap_servers:
-        raise ConfigError("give either --topic with --bootstrap-servers (produce to Kafka) or --out DIR, not both")
-    if not args.out and not (args.topic and args.bootstrap_servers):
-        raise ConfigError("give --topic with --bootstrap-servers (produce to Kafka) or --out DIR (write an archive)")
-    config = SimConfig(protocol=args.protocol, seed=args.seed, events=args.events, partitions=args.partitions,
-                       tables=args.tables, ddl=getattr(args, "ddl", None) or "auto")
-    sim = Simulation(config)
-    if args.out:
-        topic = args.topic or "simulated"
-        report = write_archive(sim, args.out, topic)
-        expected_path = Path(args.expected or Path(args.out) / "expected.json")
-    else:
-        report = produce(sim, args.bootstrap_servers, args.topic,
-                         progress=lambda n: log.info("produced %d records", n))
-        expected_path = Path(args.expected or f"expected-{args.topic}.json")
-    sim.expected.write(expected_path)
-    st = sim.stats
-    out = sys.stdout
-    out.write(f"simulated {st.row_changes} row changes in {st.transactions} transactions ({config.protocol}, "
-              f"seed {config.seed}) -> {report.target}: {report.total} records in {report.elapsed_s:.1f}s\n")
-    out.write(f"  inserts {st.inserts}, updates {st.updates}, deletes {st.deletes}, key changes {st.key_changes}, "
-              f"DDL {st.ddl} ({', '.join(sim.ddl_kinds)}), resolved {st.resolved}, "
-              f"replayed {st.replayed_events} ({st.retries} retries, {st.restarts} restarts)\n")
-    for p, n in sorted(report.records.items()):
-        out.write(f"  partition {p}: {n} records\n")
-    for name, rows in sorted(sim.expected.tables.items()):
-        out.write(f"  {name}: {len(rows)} rows expected\n")
-    out.write(f"expected final tables: {expected_path}\n")
-    return 0

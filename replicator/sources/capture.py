@@ -16,10 +16,8 @@ directory cuts it off (it was never acknowledged) and re-captures that record.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -354,29 +352,3 @@ def capture(options: CaptureOptions) -> CaptureSummary:
     if options.protocol not in (None, "open", "craft"):
         raise ConfigError(f"--protocol must be open or craft, not {options.protocol!r}")
     return Capture(options).run()
-
-
-def cmd_capture(args: argparse.Namespace, settings: Any) -> int:
-    """Body of ``replicator capture`` (settings: flag > env > config file)."""
-    from replicator.sources.kafka import parse_offsets
-
-    topic = settings.get("topic", required=True)
-    start: Literal["resume", "earliest"] | Mapping[int, int] = "resume"
-    if args.from_earliest:
-        start = "earliest"
-    elif args.from_offsets:
-        start = parse_offsets(args.from_offsets)
-    options = CaptureOptions(
-        bootstrap_servers=settings.get("bootstrap_servers", required=True),
-        topic=topic,
-        out=Path(args.out),
-        protocol=settings.get("protocol"),
-        start=start,
-        until_caught_up=bool(settings.get("until_caught_up", False)),
-        rotate_bytes=int(settings.get("rotate_bytes", DEFAULT_ROTATE_BYTES)),
-        group_id=settings.get("group_id", f"replicator-capture-{topic}"),
-        security=settings.kafka_security(),
-    )
-    summary = capture(options)
-    sys.stdout.write(summary.render() + "\n")
-    return 0

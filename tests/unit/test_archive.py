@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from replicator._proto import archive_pb2
+from replicator.cli.archive import inspect_archives
+from replicator.cli.settings import ArchiveInspectCommand
 from replicator.errors import DecodeError, FrameError, TruncatedFrameError
 from replicator.formats.archive import (
     ARCHIVE_CHAIN_TAG,
@@ -17,7 +19,6 @@ from replicator.formats.archive import (
     ArchivedRecord,
     ArchiveWriter,
     archive_file_name,
-    archive_inspect_main,
     archive_sequence,
     inspect,
     list_archive_files,
@@ -263,7 +264,7 @@ def test_inspect_lists_frames_and_flags_bad_crc(tmp_path: Path) -> None:
     assert entries[1]["content"]["key"] is None and entries[1]["content"]["topic"] == "t"
     assert entries[0]["content"]["sequence"] == 1
     out = io.StringIO()
-    assert archive_inspect_main([tmp_path], out) == 0
+    assert inspect_archives(ArchiveInspectCommand([tmp_path]), out) == 0
     assert out.getvalue().count("crc=ok") == 4
 
     data = bytearray(path.read_bytes())
@@ -273,7 +274,7 @@ def test_inspect_lists_frames_and_flags_bad_crc(tmp_path: Path) -> None:
     assert [e["crc_ok"] for e in entries] == [True, True, False, True]
     out = io.StringIO()
     with pytest.raises(FrameError, match="bad CRC") as info:
-        archive_inspect_main([path], out)
+        inspect_archives(ArchiveInspectCommand([path]), out)
     assert info.value.byte_offset == positions[1][1]
     assert "crc=BAD" in out.getvalue() and out.getvalue().count("crc=ok") == 3
 

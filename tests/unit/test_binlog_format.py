@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from replicator._proto import binlog_pb2
+from replicator.cli.binlog import binlog_read, binlog_write
+from replicator.cli.settings import BinlogReadCommand, BinlogWriteCommand
 from replicator.errors import ConfigError, DecodeError, FrameError, TruncatedFrameError
 from replicator.formats.archive import ArchiveWriter
 from replicator.formats.binlog import (
@@ -17,8 +19,6 @@ from replicator.formats.binlog import (
     START_TAG,
     BinlogWriter,
     binlog_file_name,
-    binlog_read_main,
-    binlog_write_main,
     format_event,
     parse_set,
     read_binlog,
@@ -54,13 +54,13 @@ _TS = re.compile(r"^# Timestamp: \d+$", re.M)
 def _seed_session(trans: int) -> str:
     """The seed's three `binlog_writer` commands, then `binlog_reader`, in the current directory."""
     for nick, name in SEED_WRITES:
-        binlog_write_main(
+        binlog_write(BinlogWriteCommand(
             trans=trans,
             sets=[f"nick={nick}", f"name={name}"],
             query="INSERT INTO whatever VALUES (@nick,@name)",
-        )
+        ))
     out = io.StringIO()
-    assert binlog_read_main([], out) == 0
+    assert binlog_read(BinlogReadCommand(), out) == 0
     return out.getvalue()
 
 
@@ -174,10 +174,10 @@ def test_rotation_chains_into_next_files(tmp_path: Path) -> None:
         w.write_commit(99)
     assert list(read_binlog(log))[-1].gtid == (1, 99)
     out = io.StringIO()
-    binlog_read_main([log], out)
+    binlog_read(BinlogReadCommand([log]), out)
     assert "# Chain" not in out.getvalue() and "# Start" not in out.getvalue()
     verbose = io.StringIO()
-    binlog_read_main([log], verbose, verbose=True)
+    binlog_read(BinlogReadCommand([log], verbose=True), verbose)
     assert verbose.getvalue().count("# Chain: continues in file sequence") == len(chains)
     assert f"# at {files[1]}:0" in verbose.getvalue()
 
@@ -292,12 +292,12 @@ def test_cli_helpers_validate(tmp_path: Path) -> None:
             parse_set(bad)
     f = tmp_path / "log.bin"
     with pytest.raises(ConfigError):
-        binlog_write_main(file=f, trans=1, query="SELECT 1", commit=True)
+        binlog_write(BinlogWriteCommand(file=f, trans=1, query="SELECT 1", commit=True))
     with pytest.raises(ConfigError):
-        binlog_write_main(file=f, trans=1)
+        binlog_write(BinlogWriteCommand(file=f, trans=1))
     with pytest.raises(ConfigError):
-        binlog_write_main(file=f, trans=-1, commit=True)
+        binlog_write(BinlogWriteCommand(file=f, trans=-1, commit=True))
     with pytest.raises(ConfigError):
-        binlog_write_main(file=f, trans=1, commit=True, sets=["a=1"])
-    assert binlog_write_main(file=f, trans=4, rollback=True, server_id=3) == 0
+        binlog_write(BinlogWriteCommand(file=f, trans=1, commit=True, sets=["a=1"]))
+    assert binlog_write(BinlogWriteCommand(file=f, trans=4, rollback=True, server_id=3)) == 0
     assert [(e.type, e.gtid) for e in read_binlog(f)] == [("Start", (3, 0)), ("Rollback", (3, 4))]

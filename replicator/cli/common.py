@@ -1,0 +1,59 @@
+"""Helpers shared by the command modules: settings from parsed flags, time zones, summaries."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+from replicator.cli.settings import ReplicatorSettings, load_settings
+from replicator.errors import ConfigError
+
+
+class Summary(Protocol):
+    def render(self) -> str: ...
+
+    def to_json(self) -> Any: ...
+
+
+def settings_from(ns: argparse.Namespace) -> ReplicatorSettings:
+    """The layered settings of one parsed command line (flags left unset do not count)."""
+    return load_settings(vars(ns), config=getattr(ns, "config", None))
+
+
+def add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML config file (also REPLICATOR_CONFIG)")
+
+
+def time_zone(name: str | None) -> dt.tzinfo:
+    """A zone name to tzinfo; ConfigError for an unknown one."""
+    if not name or name.upper() == "UTC":
+        return dt.UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"unknown time zone {name!r}") from None
+
+
+def read_input(path: str) -> bytes:
+    """A file named on the command line ('-' = stdin); ConfigError if unreadable."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+
+
+def print_summary(summary: Summary, settings: ReplicatorSettings) -> None:
+    """The run summary, readable or (--json-summary) one JSON line, on stdout."""
+    if settings.json_summary:
+        sys.stdout.write(json.dumps(summary.to_json()) + "\n")
+    else:
+        sys.stdout.write(summary.render() + "\n")
+    sys.stdout.flush()

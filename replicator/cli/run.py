@@ -1,0 +1,153 @@
+"""`replicator run` and `replicator replay`: replicate a topic (or archives, or a binlog) into a warehouse."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from replicator.cli.common import add_config, print_summary, settings_from, time_zone
+from replicator.cli.settings import ReplayCommand, ReplicatorSettings, RunCommand, defaults
+from replicator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from replicator.engine.pipeline import RunOptions
+    from replicator.sources.kafka import KafkaSource
+
+
+def add_connection(p: argparse.ArgumentParser) -> None:
+    """The layered flags of `run` and `replay` (each also REPLICATOR_<FLAG> and a --config key)."""
+    d = defaults(ReplicatorSettings)
+    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
+    p.add_argument("--topic", help="the TiCDC topic")
+    p.add_argument("--protocol", choices=["open", "craft"], help="TiCDC wire format of the topic")
+    p.add_argument("--warehouse", help="warehouse directory (Delta tables + replicator state)")
+    p.add_argument("--group-id", help="Kafka consumer group for offset commits (default: replicator-<topic>)")
+    p.add_argument("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    p.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+    p.add_argument("--sasl-username", help="SASL user (the password comes from REPLICATOR_SASL_PASSWORD or --config)")
+    p.add_argument("--ssl-cafile", help="CA bundle for SSL")
+    p.add_argument("--until-caught-up", action="store_true", default=None,
+                   help="read up to the end offsets seen at start, apply, commit, print a summary and exit")
+    p.add_argument("--on-error", choices=["stop", "skip"],
+                   help=f"undecodable message: dead-letter and stop or skip (default {d['on_error']})")
+    p.add_argument("--on-ddl-error", choices=["stop", "skip"],
+                   help=f"unmappable DDL: stop or dead-letter and skip (default {d['on_ddl_error']})")
+    p.add_argument("--timezone", help=f"upstream time zone of TIMESTAMP values (default {d['timezone']})")
+    p.add_argument("--legacy", choices=["auto", "legacy", "modern"],
+                   help=f"Open Protocol pre-4.0.6 base64 strings (default {d['legacy']})")
+    p.add_argument("--zero-dates", choices=["error", "null"],
+                   help=f"zero DATE/DATETIME values: error or NULL (default {d['zero_dates']})")
+    p.add_argument("--max-buffer-rows", type=int,
+                   help=f"bound on buffered rows: apply complete windows once reached (default {d['max_buffer_rows']})")
+    p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
+                   help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
+                        f"(default {d['kafka_retry_budget']:g})")
+    p.add_argument("--wait", action="store_true", default=None, help="wait for another run on the warehouse to finish")
+    p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
+    add_config(p)
+
+
+def register(sub: Any) -> None:
+    run_p = sub.add_parser("run", help="replicate a topic (or archives) into a warehouse")
+    add_connection(run_p)
+    run_p.add_argument("--archive", nargs="+", metavar="PATH", help="replicate from capture archives instead of Kafka")
+    run_p.add_argument("--binlog", nargs="+", metavar="PATH", help="apply a statement binlog instead of Kafka")
+    run_p.set_defaults(handler=lambda ns: run(
+        RunCommand(settings=settings_from(ns), archive=tuple(ns.archive or ()), binlog=tuple(ns.binlog or ()))))
+
+    replay_p = sub.add_parser("replay", help="re-read a topic from chosen offsets and re-apply")
+    add_connection(replay_p)
+    start = replay_p.add_mutually_exclusive_group(required=True)
+    start.add_argument("--from-earliest", action="store_true", help="from the earliest retained offsets")
+    start.add_argument("--from-offsets", metavar="P=O[,P=O...]", help="from these offsets (other partitions: stored)")
+    start.add_argument("--from-timestamp", metavar="ISO8601", help="from the first offsets at/after this time")
+    replay_p.set_defaults(handler=lambda ns: replay(ReplayCommand(
+        settings=settings_from(ns), from_earliest=ns.from_earliest, from_offsets=ns.from_offsets,
+        from_timestamp=ns.from_timestamp)))
+
+
+def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
+    """The engine's options from the resolved settings."""
+    from replicator.codec.values import DecodeOptions
+    from replicator.engine.pipeline import RunOptions
+
+    return RunOptions(
+        warehouse=s.require("warehouse"),
+        protocol=s.require("protocol"),
+        until_caught_up=s.until_caught_up,
+        on_error=s.on_error,
+        on_ddl_error=s.on_ddl_error,
+        decode=DecodeOptions(timezone=time_zone(s.timezone), legacy=s.legacy, zero_dates=s.zero_dates),
+        start=start,
+        max_buffer_rows=s.max_buffer_rows,
+        wait_for_lock=s.wait,
+    )
+
+
+def kafka_source(s: ReplicatorSettings) -> KafkaSource:
+    from replicator.sources.kafka import KafkaSettings, KafkaSource
+
+    topic = s.require("topic")
+    return KafkaSource(KafkaSettings(
+        bootstrap_servers=s.require("bootstrap_servers"), topic=topic, group_id=s.group_id_for(topic),
+        security=s.kafka_security(), retry_budget_s=s.kafka_retry_budget,
+    ))
+
+
+def run(cmd: RunCommand) -> int:
+    from replicator.engine.pipeline import Engine
+
+    s = cmd.settings
+    if cmd.archive and cmd.binlog:
+        raise ConfigError("--archive and --binlog are different sources: give one")
+    if cmd.binlog:
+        return run_binlog(cmd.binlog, s)
+    if cmd.archive:
+        from replicator.sources.archive import ArchiveSource
+
+        archive = ArchiveSource(list(cmd.archive))  # checks every frame first: corruption stops before anything applies
+        if s.protocol is not None and s.protocol != archive.protocol:
+            raise ConfigError(f"--protocol {s.protocol}, but the archive holds {archive.protocol} records")
+        options = run_options(s.model_copy(update={"protocol": archive.protocol}))
+        options.until_caught_up = True  # an archive is finite: read it to the end, apply, exit
+        print_summary(Engine(archive, options).run(), s)
+        return 0
+    print_summary(Engine(kafka_source(s), run_options(s)).run(), s)
+    return 0
+
+
+def run_binlog(paths: Any, s: ReplicatorSettings) -> int:
+    """`run --binlog PATH...`: apply, then print the summary (also after a failure: what was applied)."""
+    from replicator.binlog_apply import BinlogApplier
+
+    applier = BinlogApplier(s.require("warehouse"))
+    try:
+        applier.run(list(paths), wait=s.wait)
+    finally:
+        print_summary(applier.summary, s)
+    return 0
+
+
+def replay(cmd: ReplayCommand) -> int:
+    from replicator.engine.pipeline import Engine
+    from replicator.sources.kafka import parse_offsets
+
+    s = cmd.settings
+    source = kafka_source(s)
+    start: Any
+    if cmd.from_earliest:
+        start = "earliest"
+    elif cmd.from_offsets:
+        start = parse_offsets(cmd.from_offsets, source.partitions())
+    else:
+        stamp = cmd.from_timestamp or ""
+        try:
+            when = dt.datetime.fromisoformat(stamp)
+        except ValueError:
+            raise ConfigError(f"--from-timestamp expects ISO 8601, got {stamp!r}") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        start = {p: o for p, o in source.offsets_for_timestamp(when).items() if o is not None}
+    print_summary(Engine(source, run_options(s, start=start)).run(), s)
+    return 0

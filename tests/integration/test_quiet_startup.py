@@ -1,0 +1,48 @@
+"""Spark's start-up chatter stays off the terminal unless -v (a fresh JVM per command, so subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replicator.cli import main
+
+pytestmark = pytest.mark.integration
+
+CHATTER = ("NativeCodeLoader", "Using Spark's default log4j profile", "Setting default log level",
+           "To adjust logging level", "Using incubator modules", ":: loading settings", "Ivy Default Cache")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLICATOR_SPARK_LOG_LEVEL")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def test_run_is_quiet_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    archive = tmp_path / "arch"
+    assert main(["simulate", "--protocol", "craft", "--out", str(archive), "--events", "20", "--tables", "1",
+                 "--ddl", "none"]) == 0
+    capsys.readouterr()
+    out = subprocess.run(
+        [sys.executable, "-m", "replicator", "run", "--archive", str(archive), "--warehouse", str(tmp_path / "wh")],
+        capture_output=True, text=True, env=_env(), timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "records read" in out.stdout  # the summary
+    shown = out.stdout + out.stderr
+    assert [c for c in CHATTER if c in shown] == []
+
+
+def test_verbose_shows_sparks_start_up() -> None:
+    """What `-v` switches on (replicator.cli and the demo call set_verbose): Spark's own start-up output."""
+    code = ("from replicator.delta.spark import get_spark, set_verbose\n"
+            "set_verbose(True)\n"
+            "assert get_spark().range(3).count() == 3\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "Using Spark's default log4j profile" in out.stderr
+    assert "Setting default log level" in out.stderr
