@@ -21,15 +21,15 @@ def register(sub: Any) -> None:
 
 
 def decode(cmd: DecodeCommand) -> int:
+    from replicator.codec import codec_for
     from replicator.codec.render import render_lines
     from replicator.codec.values import DecodeOptions
-    from replicator.engine.pipeline import decoder_for
     from replicator.events import Position
 
     value = read_input(cmd.value)
     key = read_input(cmd.key) if cmd.key else None
     opts = DecodeOptions(timezone=time_zone(cmd.timezone), legacy=cmd.legacy)
-    events = decoder_for(cmd.protocol)(key, value, opts, Position(cmd.value, -1, -1))
+    events = codec_for(cmd.protocol).decode(key, value, options=opts, position=Position(cmd.value, -1, -1))
     for line in render_lines(events):
         sys.stdout.write(line + "\n")
     return 0

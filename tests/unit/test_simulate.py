@@ -15,10 +15,10 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from replicator.codec import codec_for
 from replicator.codec.render import value_to_json
 from replicator.codec.values import DecodeOptions
 from replicator.delta.typemap import TableSpec, column_from_def, converter_for, spec_from_create
-from replicator.engine.pipeline import decoder_for
 from replicator.engine.window import DdlStep, RowBatch, Windower, collapse
 from replicator.errors import ConfigError
 from replicator.events import DdlEvent, Position, Resolved, RowChange
@@ -348,7 +348,7 @@ class MemoryWarehouse:
 
 def replicate_in_memory(sim: Simulation, apply_every: int = 37) -> tuple[MemoryWarehouse, Windower]:
     cfg = sim.config
-    decode = decoder_for(cfg.protocol)
+    codec = codec_for(cfg.protocol)
     windower = Windower(list(range(cfg.partitions)))
     wh = MemoryWarehouse()
     offsets = [0] * cfg.partitions
@@ -363,7 +363,7 @@ def replicate_in_memory(sim: Simulation, apply_every: int = 37) -> tuple[MemoryW
             windower.commit(step)
 
     for i, (p, key, value) in enumerate(sim.messages()):
-        windower.offer(p, offsets[p], decode(key, value, opts, Position("sim", p, offsets[p])))
+        windower.offer(p, offsets[p], codec.decode(key, value, options=opts, position=Position("sim", p, offsets[p])))
         offsets[p] += 1
         if i % apply_every == 0:
             drain()
