@@ -217,34 +217,21 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from replicator.delta.warehouse import Warehouse
+    from replicator.delta.listing import list_tables
 
     s = Settings(args)
-    wh = Warehouse(s.get("warehouse", required=True))
-    if not wh.state_path.exists():
-        raise ConfigError(f"{wh.root} is not a replicator warehouse (no _replicator/state.json)")
-    state = wh.load_state()
-    rows = [
-        {"schema": e.schema_name, "table": e.table, "path": str(Path(e.path).resolve()), "key": e.key,
-         "applied_ts": state.applied_ts}
-        for e in state.live_tables()
-    ]
+    root, rows = list_tables(s.get("warehouse", required=True))
     if args.json:
-        sys.stdout.write(json.dumps(rows) + "\n")
+        sys.stdout.write(json.dumps([r.to_json() for r in rows]) + "\n")
         return 0
     from rich.console import Console
     from rich.table import Table
 
-    from replicator.events import tso_to_datetime
-
-    table = Table(title=f"warehouse {wh.root}")
-    for col in ("schema", "table", "key", "applied watermark", "path"):
+    table = Table(title=f"warehouse {root}")
+    for col in ("schema", "table", "key", "applied watermark", "path", "source"):
         table.add_column(col)
     for r in rows:
-        ts = int(state.applied_ts)
-        when = tso_to_datetime(ts).isoformat() if ts else "-"
-        table.add_row(str(r["schema"]), str(r["table"]), ", ".join(map(str, r["key"])), f"{ts} ({when})",  # type: ignore[call-overload]
-                      str(r["path"]))
+        table.add_row(r.schema, r.table, ", ".join(r.key), r.applied_text(), r.path, r.source)
     Console().print(table)
     return 0
 

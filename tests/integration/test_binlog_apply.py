@@ -22,6 +22,9 @@ import pytest
 
 from replicator.binlog_apply import BinlogApplier, load_state
 from replicator.cli import main
+from replicator.delta.merge import DeltaApplier
+from replicator.delta.typemap import spec_from_create
+from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.formats.binlog import BinlogWriter, read_binlog
 
 pytestmark = pytest.mark.integration
@@ -224,6 +227,38 @@ def test_corrupt_frame_stops_the_apply_at_its_offset(spark: Any, tmp_path: Path,
         assert tables(spark, wh) == {"default.t": (["a"], [(1,), (3,)])}
     state = load_state(wh / "_replicator" / "binlog.json")
     assert state.applied is not None and tuple(state.applied.gtid) == (1, 3)
+
+
+def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Reference, tmp_path: Path) -> None:
+    """`replicator tables` on a warehouse written by `run --binlog` (it used to fail: "not a
+    replicator warehouse"), and on one holding tables of both sources."""
+    listed = json.loads(cli("tables", "--warehouse", str(reference.wh), "--json"))
+    state = load_state(reference.wh / "_replicator" / "binlog.json")
+    live = sorted((t.db, t.table) for t in state.tables if t.status == "live")
+    assert sorted((r["schema"], r["table"]) for r in listed) == live
+    assert {r["source"] for r in listed} == {"binlog"} and all(r["applied_ts"] is None for r in listed)
+    whatever = next(r for r in listed if r["table"] == "whatever")
+    assert whatever["key"] == ["nick"] and (Path(whatever["path"]) / "_delta_log").is_dir()
+    assert set(whatever) == {"schema", "table", "path", "key", "applied_ts", "source"}
+    assert "commit #6" in cli("tables", "--warehouse", str(reference.wh))
+
+    wh = tmp_path / "wh"
+    log = tmp_path / "log.bin"
+    with BinlogWriter(log) as w:
+        w.write_query(1, "CREATE TABLE b (id INT PRIMARY KEY)")
+        w.write_commit(1)
+    BinlogApplier(wh, spark).run([log])
+    kafka_wh = Warehouse(wh)
+    spec = spec_from_create("CREATE TABLE k (id INT PRIMARY KEY, v TEXT)", "shop")
+    path = kafka_wh.new_table_path("shop", "k", "u1")
+    DeltaApplier(spark).create_table(path, spec)
+    kafka_wh.save_state(State(applied_ts=42, tables={"u1": TableEntry(
+        uid="u1", schema="shop", table="k", path=path, spec=spec.to_json())}))
+    both = json.loads(cli("tables", "--warehouse", str(wh), "--json"))
+    assert [(r["source"], r["schema"], r["table"], r["key"], r["applied_ts"]) for r in both] == [
+        ("kafka", "shop", "k", ["id"], 42), ("binlog", "default", "b", ["id"], None)]
+    readable = cli("tables", "--warehouse", str(wh))
+    assert "kafka" in readable and "binlog" in readable
 
 
 class CommitDuringScan:
