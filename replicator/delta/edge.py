@@ -50,10 +50,6 @@ def is_conflict(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONFLICT_MARKERS)
 
 
-AttemptHook = Callable[[str, int], None]
-"""Test hook called as hook(what, attempt) just before each attempt of a statement (attempt 0 first)."""
-
-
 class DeltaEdge:
     """Statement execution, idempotent-write confs, conflict retries and log lookups for one session."""
 
@@ -64,7 +60,6 @@ class DeltaEdge:
         # minute in all, so a periodic maintenance job cannot starve a run.
         self.max_retries = max_retries
         self.conflict_retries = 0
-        self.on_attempt: AttemptHook | None = None
 
     # -- statements ------------------------------------------------------------------------------
     def sql(self, statement: str) -> list[Any]:
@@ -74,8 +69,6 @@ class DeltaEdge:
         """`run()`, re-run while a concurrent writer's commit made Delta reject it."""
         attempt = 0
         while True:
-            if self.on_attempt is not None:
-                self.on_attempt(what, attempt)
             try:
                 return run()
             except Exception as exc:
