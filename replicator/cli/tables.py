@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from replicator.cli.common import add_config, settings_from
 from replicator.cli.settings import TablesCommand
-from replicator.errors import ConfigError
 
 
 def register(sub: Any) -> None:
@@ -21,32 +19,19 @@ def register(sub: Any) -> None:
 
 
 def tables(cmd: TablesCommand) -> int:
-    from replicator.delta.warehouse import Warehouse
+    from replicator.delta.listing import list_tables
 
-    wh = Warehouse(cmd.settings.require("warehouse"))
-    if not wh.state_path.exists():
-        raise ConfigError(f"{wh.root} is not a replicator warehouse (no _replicator/state.json)")
-    state = wh.load_state()
-    rows = [
-        {"schema": e.schema_name, "table": e.table, "path": str(Path(e.path).resolve()), "key": e.key,
-         "applied_ts": state.applied_ts}
-        for e in state.live_tables()
-    ]
+    root, rows = list_tables(cmd.settings.require("warehouse"))
     if cmd.json:
-        sys.stdout.write(json.dumps(rows) + "\n")
+        sys.stdout.write(json.dumps([r.to_json() for r in rows]) + "\n")
         return 0
     from rich.console import Console
     from rich.table import Table
 
-    from replicator.events import tso_to_datetime
-
-    table = Table(title=f"warehouse {wh.root}")
-    for col in ("schema", "table", "key", "applied watermark", "path"):
+    table = Table(title=f"warehouse {root}")
+    for col in ("schema", "table", "key", "applied watermark", "path", "source"):
         table.add_column(col)
-    ts = int(state.applied_ts)
-    when = tso_to_datetime(ts).isoformat() if ts else "-"
     for r in rows:
-        table.add_row(str(r["schema"]), str(r["table"]), ", ".join(map(str, r["key"])), f"{ts} ({when})",  # type: ignore[call-overload]
-                      str(r["path"]))
+        table.add_row(r.schema, r.table, ", ".join(r.key), r.applied_text(), r.path, r.source)
     Console().print(table)
     return 0

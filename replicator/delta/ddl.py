@@ -100,10 +100,7 @@ class DdlApplier:
 
     def _snapshot(self, path: str) -> Any:
         """The table's latest Delta snapshot (py4j: protocol and metadata have no Python API)."""
-        jvm = self.delta.spark._jvm
-        assert jvm is not None, "the SparkSession has no JVM gateway"
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.delta.spark._jsparkSession, path)
-        return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+        return self.delta.snapshot(path)
 
     def has_feature(self, path: str, feature: str) -> bool:
         """Whether the table's protocol lists a (writer) table feature, e.g. allowColumnDefaults."""

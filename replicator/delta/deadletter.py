@@ -1,7 +1,8 @@
 """The dead-letter Delta table: every undecodable or refused message, with its position and error.
 
 Written before progress moves past the message, deduplicated on (topic, partition, offset) so a
-re-run after a crash does not record the same message twice.
+re-run after a crash does not record the same message twice. Both statements go through the
+Delta edge, so a concurrent commit (a user's OPTIMIZE of the table) is retried like any other write.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from replicator.delta.edge import DeltaEdge
 from replicator.delta.merge import clear_unborn_table, delta_ref
 from replicator.delta.warehouse import Warehouse
 from replicator.sources.kafka import Record
@@ -24,22 +26,25 @@ DEAD_LETTER_DDL = (
 
 
 def write_dead_letters(
-    spark: SparkSession, warehouse: Warehouse, protocol: str, items: Sequence[tuple[Record, str]]
+    spark: SparkSession, warehouse: Warehouse, protocol: str, items: Sequence[tuple[Record, str]],
+    *, edge: DeltaEdge | None = None,
 ) -> None:
+    """Record `items` (message, error) in the dead-letter table, once per (topic, partition, offset)."""
+    edge = edge if edge is not None else DeltaEdge(spark)
     path = str(warehouse.dead_letters_path)
     ref = delta_ref(path)
     clear_unborn_table(path)  # a crash inside this CREATE must not leave a table that never exists
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta")
+    edge.sql_retrying(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta", f"CREATE {path}")
     now = dt.datetime.now(dt.UTC)
     rows = [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, protocol, err, now) for r, err in items]
     df = spark.createDataFrame(rows, schema=DEAD_LETTER_DDL.replace("`", ""))
     view = "replicator_dead_letters_src"
     df.createOrReplaceTempView(view)
     try:
-        spark.sql(
+        edge.sql_retrying(
             f"MERGE INTO {ref} AS t USING {view} AS s ON t.topic = s.topic AND t.`partition` = s.`partition` "
-            "AND t.`offset` = s.`offset` WHEN NOT MATCHED THEN INSERT *"
-        ).collect()
+            "AND t.`offset` = s.`offset` WHEN NOT MATCHED THEN INSERT *", f"MERGE into {path}"
+        )
     finally:
         spark.catalog.dropTempView(view)
 

@@ -19,10 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import random
 import re
 import shutil
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from replicator.delta.edge import DeltaEdge
+from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
 from replicator.engine.window import Change
 from replicator.errors import SchemaError, StateError
@@ -48,9 +48,6 @@ TABLE_PROPERTIES = {
     "delta.enableTypeWidening": "true",
     "delta.enableChangeDataFeed": "true",
 }
-_CONFLICT_MARKERS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
-                     "ConcurrentDeleteDeleteException", "MetadataChangedException",
-                     "ConcurrentTransactionException", "ProtocolChangedException", "DELTA_CONCURRENT")
 
 
 _DECIMAL_RE = re.compile(r"^DECIMAL\(\d+,\d+\)$")
@@ -149,13 +146,6 @@ def column_ddl(col: ColumnLike, *, with_not_null: bool = True) -> str:
     return text
 
 
-def is_conflict(exc: BaseException) -> bool:
-    """A Delta optimistic-concurrency conflict: the statement did not commit and may be re-run.
-    py4j raises Py4JJavaError whose text names the Java class (io.delta.exceptions.Concurrent*)."""
-    text = f"{type(exc).__name__}: {exc}"
-    return any(marker in text for marker in _CONFLICT_MARKERS)
-
-
 def is_missing_file(exc: BaseException) -> bool:
     """A data or deletion-vector file of the current snapshot is gone (not retryable)."""
     text = str(exc)
@@ -171,17 +161,14 @@ class MergeResult:
     skipped: bool
 
 
-class DeltaApplier:
-    """All Delta writes of the engine go through here (one SparkSession, serial per table)."""
+class DeltaApplier(DeltaEdge):
+    """All Delta writes of the engine go through here (one SparkSession, serial per table).
+
+    Statement execution, conflict retries and Delta log lookups are the edge's (`DeltaEdge`)."""
 
     def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator") -> None:
-        self.spark = spark
+        super().__init__(spark)
         self.app_id_prefix = app_id_prefix
-        # A user's OPTIMIZE / DELETE / ALTER committing during our MERGE or DDL statement makes Delta
-        # reject ours (nothing of it committed); re-running it is safe. Jittered exponential
-        # backoff, about a minute in all, so a periodic maintenance job cannot starve a run.
-        self.max_retries = 10
-        self.conflict_retries = 0
         # Bound the ON clause to the source's key range so Delta skips files (see module doc);
         # `make bench` turns it off to measure the difference.
         self.key_range_pruning = True
@@ -194,47 +181,6 @@ class DeltaApplier:
         props = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in TABLE_PROPERTIES.items())
         comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
         self.sql(f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({cols}) USING delta{comment} TBLPROPERTIES ({props})")
-
-    def sql(self, statement: str) -> list[Any]:
-        return self.spark.sql(statement).collect()
-
-    def sql_retrying(self, statement: str, what: str) -> list[Any]:
-        """Run a statement, re-running it when a concurrent writer's commit made Delta reject it
-        (a concurrent OPTIMIZE / VACUUM / user write: nothing of ours committed, so it is safe)."""
-        attempt = 0
-        while True:
-            try:
-                return self.sql(statement)
-            except Exception as exc:
-                if not is_conflict(exc) or attempt >= self.max_retries:
-                    raise
-                attempt += 1
-                self.conflict_backoff(attempt, what, exc)
-
-    def _snapshot(self, path: str) -> Any:
-        """Fresh DeltaLog snapshot through py4j: DeltaLog has no public Python API (version, txn ids)."""
-        jvm: Any = self.spark._jvm
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
-        return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-
-    def table_version(self, path: str) -> int:
-        return int(self._snapshot(path).version())
-
-    def txn_version(self, path: str, app_id: str) -> int:
-        """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
-        txns = self._snapshot(path).transactions()
-        opt = txns.get(app_id)
-        return int(opt.get()) if opt.isDefined() else -1
-
-    def conflict_backoff(self, attempt: int, what: str, exc: BaseException) -> None:
-        """Count, log and sleep before re-running a statement a concurrent Delta commit rejected."""
-        self.conflict_retries += 1
-        delay = min(0.25 * 2**attempt, 8.0) * random.uniform(0.5, 1.5)
-        lines = str(exc).splitlines()
-        first = next((ln for ln in lines if "Concurrent" in ln or "CONCURRENT" in ln), type(exc).__name__)
-        log.warning("%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
-                    what, first.strip()[:200], delay, attempt, self.max_retries)
-        time.sleep(delay)
 
     def app_id(self, uid: str) -> str:
         return f"{self.app_id_prefix}/{uid}"
@@ -298,13 +244,9 @@ class DeltaApplier:
         view = f"replicator_src_{uuid.uuid4().hex[:12]}"
         df = self.spark.createDataFrame(source)
         df.createOrReplaceTempView(view)
-        app_id = self.app_id(uid)
-        conf = self.spark.conf
         try:
-            conf.set("spark.databricks.delta.write.txnAppId", app_id)
-            conf.set("spark.databricks.delta.write.txnVersion", str(version))
-            conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata, sort_keys=True))
-            result = self.sql_retrying(self.merge_sql(path, spec, view, key_range), f"MERGE into {path}")
+            with self.idempotent(self.app_id(uid), version, json.dumps(metadata, sort_keys=True)):
+                result = self.sql_retrying(self.merge_sql(path, spec, view, key_range), f"MERGE into {path}")
         except Exception as exc:
             if is_missing_file(exc):
                 raise StateError(
@@ -316,9 +258,6 @@ class DeltaApplier:
                 ) from None
             raise
         finally:
-            conf.unset("spark.databricks.delta.write.txnAppId")
-            conf.unset("spark.databricks.delta.write.txnVersion")
-            conf.unset("spark.databricks.delta.commitInfo.userMetadata")
             self.spark.catalog.dropTempView(view)
         skipped = not result
         return MergeResult(len(changes), len(changes) - deletes, deletes, self.table_version(path), skipped)

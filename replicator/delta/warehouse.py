@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from replicator.delta.edge import atomic_write
 from replicator.delta.typemap import TableSpec
 from replicator.errors import StateError
 
@@ -155,21 +156,9 @@ class Warehouse:
         return state
 
     def save_state(self, state: State) -> None:
-        """Atomic, durable replace: write a temp file, fsync, rename, fsync the directory."""
-        self.meta.mkdir(parents=True, exist_ok=True)
+        """Atomic, durable replace (`atomic_write`): a crash leaves the old or the new state."""
         state.updated_at = dt.datetime.now(dt.UTC).isoformat()
-        data = state.model_dump_json(by_alias=True, indent=1).encode()
-        tmp = self.state_path.with_suffix(".json.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.state_path)
-        dfd = os.open(self.meta, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        atomic_write(self.state_path, state.model_dump_json(by_alias=True, indent=1).encode())
 
     def append_window(self, record: dict[str, Any]) -> None:
         """Log an applied step (read back deduplicated by step number: a re-applied step wins)."""

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import redirect_stdout
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ import pytest
 
 from replicator.binlog_apply import BinlogApplier, load_state
 from replicator.cli import main
+from replicator.delta.merge import DeltaApplier
+from replicator.delta.typemap import spec_from_create
+from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.formats.binlog import BinlogWriter, read_binlog
 
 pytestmark = pytest.mark.integration
@@ -223,3 +227,120 @@ def test_corrupt_frame_stops_the_apply_at_its_offset(spark: Any, tmp_path: Path,
         assert tables(spark, wh) == {"default.t": (["a"], [(1,), (3,)])}
     state = load_state(wh / "_replicator" / "binlog.json")
     assert state.applied is not None and tuple(state.applied.gtid) == (1, 3)
+
+
+def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Reference, tmp_path: Path) -> None:
+    """`replicator tables` on a warehouse written by `run --binlog` (it used to fail: "not a
+    replicator warehouse"), and on one holding tables of both sources."""
+    listed = json.loads(cli("tables", "--warehouse", str(reference.wh), "--json"))
+    state = load_state(reference.wh / "_replicator" / "binlog.json")
+    live = sorted((t.db, t.table) for t in state.tables if t.status == "live")
+    assert sorted((r["schema"], r["table"]) for r in listed) == live
+    assert {r["source"] for r in listed} == {"binlog"} and all(r["applied_ts"] is None for r in listed)
+    whatever = next(r for r in listed if r["table"] == "whatever")
+    assert whatever["key"] == ["nick"] and (Path(whatever["path"]) / "_delta_log").is_dir()
+    assert set(whatever) == {"schema", "table", "path", "key", "applied_ts", "source"}
+    assert "commit #6" in cli("tables", "--warehouse", str(reference.wh))
+
+    wh = tmp_path / "wh"
+    log = tmp_path / "log.bin"
+    with BinlogWriter(log) as w:
+        w.write_query(1, "CREATE TABLE b (id INT PRIMARY KEY)")
+        w.write_commit(1)
+    BinlogApplier(wh, spark).run([log])
+    kafka_wh = Warehouse(wh)
+    spec = spec_from_create("CREATE TABLE k (id INT PRIMARY KEY, v TEXT)", "shop")
+    path = kafka_wh.new_table_path("shop", "k", "u1")
+    DeltaApplier(spark).create_table(path, spec)
+    kafka_wh.save_state(State(applied_ts=42, tables={"u1": TableEntry(
+        uid="u1", schema="shop", table="k", path=path, spec=spec.to_json())}))
+    both = json.loads(cli("tables", "--warehouse", str(wh), "--json"))
+    assert [(r["source"], r["schema"], r["table"], r["key"], r["applied_ts"]) for r in both] == [
+        ("kafka", "shop", "k", ["id"], 42), ("binlog", "default", "b", ["id"], None)]
+    readable = cli("tables", "--warehouse", str(wh))
+    assert "kafka" in readable and "binlog" in readable
+
+
+class CommitDuringScan:
+    """A concurrent user's commit injected *inside* a binlog statement's Delta transaction.
+
+    The statement calls the UDF ``gate``: its first call (in a Spark task, after Delta took the
+    statement's snapshot and the files it reads) signals `started` and waits for `committed`; a
+    driver thread waits for `started`, OPTIMIZEs the table from its own session (removing the files
+    the statement read) and signals `committed`. The statement's commit then meets the user's:
+    Delta rejects it, deterministically, and the applier must re-run it. Later calls pass through.
+    """
+
+    def __init__(self, spark: Any, path: Path) -> None:
+        self.started, self.committed, self.first = path / "started", path / "committed", path / "first"
+        self.session = spark.newSession()
+        started, committed, first = str(self.started), str(self.committed), str(self.first)
+
+        def gate(x: int) -> int:
+            import os
+            import time
+
+            try:
+                os.close(os.open(first, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return x
+            open(started, "w").close()
+            for _ in range(6000):  # a bound, not a timing: the driver answers as soon as it committed
+                if os.path.exists(committed):
+                    break
+                time.sleep(0.1)
+            return x
+
+        spark.udf.register("gate", gate, "int")
+        self.ops: list[str] = []
+        self.failure: BaseException | None = None
+
+    def user(self, table_path: str) -> None:
+        try:
+            while not self.started.exists():
+                if self.committed.exists():  # the statement ended without ever calling the gate
+                    return
+                time.sleep(0.05)
+            metrics = self.session.sql(f"OPTIMIZE delta.{q(table_path)}").collect()[0]["metrics"]
+            self.ops.append(f"OPTIMIZE removed {metrics['numFilesRemoved']} file(s)")
+        except BaseException as exc:
+            self.failure = exc
+        finally:
+            self.committed.touch()
+
+
+def test_concurrent_commit_during_a_statement_is_retried_exactly_once(spark: Any, tmp_path: Path) -> None:
+    """A user's OPTIMIZE committing while a binlog DELETE / UPDATE runs: Delta rejects the statement,
+    the applier re-runs it (as the Kafka engine does its MERGEs) and the run ends exactly right."""
+    log = tmp_path / "log.bin"
+    with BinlogWriter(log) as w:
+        w.write_query(1, "CREATE TABLE t (id INT PRIMARY KEY, n INT)")
+        w.write_commit(1)
+        w.write_query(2, "INSERT INTO t VALUES (1, 10), (2, 20)")  # two Delta files for OPTIMIZE to compact
+        w.write_commit(2)
+        w.write_query(3, "INSERT INTO t VALUES (3, 30), (4, 40)")
+        w.write_commit(3)
+    wh = tmp_path / "wh"
+    assert BinlogApplier(wh, spark).run([log]).applied == 3
+    path = next(t.path for t in load_state(wh / "_replicator" / "binlog.json").tables)
+    gate = CommitDuringScan(spark, tmp_path)
+    with BinlogWriter(log) as w:
+        w.write_query(4, "DELETE FROM t WHERE gate(id) = 2")
+        w.write_query(4, "UPDATE t SET n = gate(n) + 1 WHERE id = 3")
+        w.write_commit(4)
+    user = threading.Thread(target=gate.user, args=(path,), daemon=True)
+    user.start()
+    applier = BinlogApplier(wh, spark)
+    try:
+        summary = applier.run([log])
+    finally:
+        gate.committed.touch()
+        user.join(timeout=600)
+    assert gate.failure is None, repr(gate.failure)
+    assert gate.ops and not gate.ops[0].startswith("OPTIMIZE removed 0"), gate.ops
+    assert applier.edge.conflict_retries >= 1, "the statement never met the concurrent commit"
+    assert (summary.applied, summary.skipped, summary.statements) == (1, 3, 2)
+    assert tables(spark, wh) == {"default.t": (["id", "n"], [(1, 10), (3, 31), (4, 40)])}
+    history = spark.sql(f"DESCRIBE HISTORY delta.{q(path)}").collect()
+    ops = [h["operation"] for h in sorted(history, key=lambda h: h["version"])]
+    assert ops.count("DELETE") == 1 and ops.count("UPDATE") == 1 and "OPTIMIZE" in ops, ops

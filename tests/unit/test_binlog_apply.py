@@ -470,6 +470,7 @@ class FakeDelta:
         self.calls = 0
         self.crash_at: int | None = None
         self.crash_before = False
+        self.conflicts: set[int] = set()  # calls Delta rejects, before anything commits
 
 
 class FakeSpark:
@@ -500,6 +501,9 @@ class FakeSpark:
         assert self.conf.values.get(ba._VARIABLE_SUBSTITUTE) == "false", "${...} substitution must be off"
         if d.crash_at == d.calls and d.crash_before:
             raise Crash
+        if d.calls in d.conflicts:
+            raise RuntimeError("io.delta.exceptions.ConcurrentDeleteReadException: [DELTA_CONCURRENT_DELETE_READ] "
+                               "a concurrent OPTIMIZE removed a file this transaction read")
         tree = sqlglot.parse_one(text, read="spark")
         table = tree.find(exp.Table)
         assert table is not None
@@ -624,6 +628,34 @@ def test_crash_at_every_hook_point_twice(workload: tuple[Path, tuple[Any, ...], 
         summary = apply(log, wh, delta)
         assert outcome(delta, wh) == ref_outcome, point
         assert summary.last_gtid == (1, 5)
+
+
+def test_a_concurrent_commit_rejecting_any_statement_is_retried(
+    workload: tuple[Path, tuple[Any, ...], int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Delta rejecting a statement because a user's commit landed first (nothing of it committed):
+    every kind of statement is re-run, and the outcome equals an undisturbed run."""
+    monkeypatch.setattr("replicator.delta.edge.time.sleep", lambda _: None)
+    log, ref_outcome, calls = workload
+    delta = FakeDelta()
+    delta.conflicts = set(range(1, 2 * calls + 2, 2))  # every first attempt: calls 1, 3, 5, ...
+    spark = FakeSpark(delta)
+    applier = BinlogApplier(tmp_path / "wh", spark)  # type: ignore[arg-type]
+    summary = applier.run([log])
+    assert summary.applied == 4 and applier.edge.conflict_retries == calls
+    assert outcome(delta, tmp_path / "wh") == ref_outcome
+    assert spark.conf.values == {}, "idempotent-write and substitution confs must be unset (restored)"
+
+
+def test_a_conflict_past_the_retries_names_the_statement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("replicator.delta.edge.time.sleep", lambda _: None)
+    log = write_log(tmp_path / "log.bin", [("q", 1, "CREATE TABLE t (a INT)"), ("q", 1, "INSERT INTO t VALUES (1)"),
+                                           ("c", 1)])
+    delta = FakeDelta()
+    delta.conflicts = set(range(2, 100))
+    with pytest.raises(StateError, match=r"statement 2 of 2.*concurrent writer committed first 11 times"):
+        apply(log, tmp_path / "wh", delta)
+    assert delta.writes == []
 
 
 def test_errors_name_the_gtid_and_statement(tmp_path: Path) -> None:

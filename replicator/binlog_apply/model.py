@@ -1,0 +1,174 @@
+"""What the binlog applier works with: statements and committed transactions, the table catalog
+(persisted in ``binlog.json``) and the Delta actions one statement translates to. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from replicator.delta.typemap import quote_ident
+from replicator.errors import UnsupportedError
+
+DEFAULT_DATABASE = "default"
+_STMT_BITS = 20  # statements per transaction < 2**20
+_STEP_BITS = 8  # Delta writes per statement < 2**8
+
+
+# =============================================================================================
+# Statements and transactions
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One Query event's statement with everything needed to replay it."""
+
+    query: str
+    variables: tuple[tuple[str, str], ...] = ()
+    database: str = DEFAULT_DATABASE
+    session_id: int = 0
+    file: str = ""
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """A committed transaction: ``seq`` is its 1-based position in commit order."""
+
+    seq: int
+    gtid: tuple[int, int]
+    statements: tuple[Statement, ...]
+    file: str = ""
+    offset: int = 0  # of the Commit event
+
+
+
+# =============================================================================================
+# Catalog (persisted in the state file)
+
+
+class ColumnInfo(BaseModel):
+    """A column as the replayed statements see it (MySQL default kept as MySQL SQL text)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    spark_type: str
+    nullable: bool = True
+    default: str | None = None
+    auto_increment: bool = False
+    on_update_now: bool = False
+    comment: str | None = None
+
+
+class TableInfo(BaseModel):
+    """A replayed table: MySQL (db, table) -> the path-based Delta table at ``path``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    uid: str
+    db: str
+    table: str
+    path: str
+    columns: tuple[ColumnInfo, ...]
+    key: tuple[str, ...] = ()
+    status: Literal["live", "dropped"] = "live"
+    created_seq: int = 0
+
+    def column(self, name: str) -> ColumnInfo | None:
+        """Column by name, case-insensitively (MySQL column names are)."""
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+    @property
+    def ref(self) -> str:
+        """The table in Spark SQL: ``delta.`<path>```."""
+        return "delta." + quote_ident(self.path)
+
+    @property
+    def name(self) -> str:
+        return f"{self.db}.{self.table}"
+
+
+class Catalog:
+    """Live and dropped tables by uid; (db, table) names are case-sensitive as on MySQL/Linux."""
+
+    def __init__(self, tables: Iterable[TableInfo] = ()) -> None:
+        self._by_uid: dict[str, TableInfo] = {t.uid: t for t in tables}
+
+    def live(self, db: str, table: str) -> TableInfo | None:
+        return next((t for t in self._by_uid.values() if t.status == "live" and t.db == db and t.table == table),
+                    None)
+
+    def put(self, table: TableInfo) -> None:
+        self._by_uid[table.uid] = table
+
+    def tables(self) -> list[TableInfo]:
+        return list(self._by_uid.values())
+
+    def copy(self) -> Catalog:
+        return Catalog(self._by_uid.values())
+
+
+# =============================================================================================
+# Actions: what one statement does to Delta
+
+
+@dataclass(frozen=True)
+class Dml:
+    """One idempotent Delta write (INSERT/MERGE/UPDATE/DELETE); ``step`` orders writes of a statement."""
+
+    table: TableInfo
+    sql: str
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    table: TableInfo
+    sql: str
+
+
+@dataclass(frozen=True)
+class AddColumn:
+    table: TableInfo  # after the change
+    column: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class DropColumn:
+    table: TableInfo  # after the change
+    column: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class DropTable:
+    table: TableInfo  # status dropped; the data stays at its path
+
+
+@dataclass(frozen=True)
+class Noop:
+    reason: str
+
+
+Action = Dml | CreateTable | AddColumn | DropColumn | DropTable | Noop
+
+
+def txn_version(seq: int, index: int, step: int = 0) -> int:
+    """Delta txnVersion of write ``step`` of statement ``index`` of transaction ``seq``: monotone in log order."""
+    if not 0 <= index < 1 << _STMT_BITS:
+        raise UnsupportedError(f"a transaction may hold at most {1 << _STMT_BITS} statements")
+    if not 0 <= step < 1 << _STEP_BITS:
+        raise UnsupportedError(f"a statement may make at most {1 << _STEP_BITS} Delta writes")
+    return (seq << (_STMT_BITS + _STEP_BITS)) | (index << _STEP_BITS) | step
+
+
+def table_uid(db: str, table: str, seq: int, index: int) -> str:
+    """Deterministic: the CREATE re-run after a crash lands on the same path (IF NOT EXISTS no-op)."""
+    return hashlib.sha256(f"{db}\x00{table}\x00{seq}\x00{index}".encode()).hexdigest()[:12]
+

@@ -1,0 +1,142 @@
+"""The one edge between the replicator and Delta's transaction machinery.
+
+Every Delta write of the replicator (the engine's MERGE and DDL, the binlog applier, dead letters)
+runs through `DeltaEdge`:
+
+* `idempotent()` sets Delta's idempotent-write confs (`txnAppId`, `txnVersion`) and the commit's
+  `userMetadata` for the statements run inside it, and always unsets them. Delta then skips a
+  write whose (appId, version) it has already committed, atomically with the data.
+* `sql_retrying()` re-runs a statement that Delta rejected because a concurrent writer (a user's
+  OPTIMIZE / VACUUM / ALTER) committed first: nothing of the rejected statement committed, so
+  re-running it is safe. Jittered exponential backoff, about a minute in all.
+* `snapshot()` / `table_version()` / `txn_version()` read the Delta log through py4j (DeltaLog has
+  no public Python API).
+
+`atomic_write()` is the one durable file replace of the replicator's own state files
+(`_replicator/state.json`, `_replicator/binlog.json`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("replicator")
+
+T = TypeVar("T")
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+_CONFLICT_MARKERS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
+                     "ConcurrentDeleteDeleteException", "MetadataChangedException",
+                     "ConcurrentTransactionException", "ProtocolChangedException", "DELTA_CONCURRENT")
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A Delta optimistic-concurrency conflict: the statement did not commit and may be re-run.
+    py4j raises Py4JJavaError whose text names the Java class (io.delta.exceptions.Concurrent*)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return any(marker in text for marker in _CONFLICT_MARKERS)
+
+
+class DeltaEdge:
+    """Statement execution, idempotent-write confs, conflict retries and log lookups for one session."""
+
+    def __init__(self, spark: SparkSession, *, max_retries: int = 10) -> None:
+        self.spark = spark
+        # A user's OPTIMIZE / DELETE / ALTER committing during our statement makes Delta reject ours
+        # (nothing of it committed); re-running it is safe. Jittered exponential backoff, about a
+        # minute in all, so a periodic maintenance job cannot starve a run.
+        self.max_retries = max_retries
+        self.conflict_retries = 0
+
+    # -- statements ------------------------------------------------------------------------------
+    def sql(self, statement: str) -> list[Any]:
+        return self.spark.sql(statement).collect()
+
+    def retrying(self, run: Callable[[], T], what: str) -> T:
+        """`run()`, re-run while a concurrent writer's commit made Delta reject it."""
+        attempt = 0
+        while True:
+            try:
+                return run()
+            except Exception as exc:
+                if not is_conflict(exc) or attempt >= self.max_retries:
+                    raise
+                attempt += 1
+                self.conflict_backoff(attempt, what, exc)
+
+    def sql_retrying(self, statement: str, what: str) -> list[Any]:
+        """Run a statement, re-running it when a concurrent writer's commit made Delta reject it
+        (a concurrent OPTIMIZE / VACUUM / user write: nothing of ours committed, so it is safe)."""
+        return self.retrying(lambda: self.sql(statement), what)
+
+    def conflict_backoff(self, attempt: int, what: str, exc: BaseException) -> None:
+        """Count, log and sleep before re-running a statement a concurrent Delta commit rejected."""
+        self.conflict_retries += 1
+        delay = min(0.25 * 2**attempt, 8.0) * random.uniform(0.5, 1.5)
+        lines = str(exc).splitlines()
+        first = next((ln for ln in lines if "Concurrent" in ln or "CONCURRENT" in ln), type(exc).__name__)
+        log.warning("%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
+                    what, first.strip()[:200], delay, attempt, self.max_retries)
+        time.sleep(delay)
+
+    @contextmanager
+    def idempotent(self, app_id: str, version: int, metadata: str) -> Iterator[None]:
+        """Delta writes inside commit with (txnAppId, txnVersion) = (`app_id`, `version`) and
+        `metadata` as the commit's userMetadata; Delta skips one whose version it already committed
+        for that appId. The confs are unset on the way out, whatever happens."""
+        conf = self.spark.conf
+        try:
+            conf.set(TXN_APP_ID, app_id)
+            conf.set(TXN_VERSION, str(version))
+            conf.set(USER_METADATA, metadata)
+            yield
+        finally:
+            conf.unset(TXN_APP_ID)
+            conf.unset(TXN_VERSION)
+            conf.unset(USER_METADATA)
+
+    # -- the Delta log ---------------------------------------------------------------------------
+    def snapshot(self, path: str) -> Any:
+        """Fresh DeltaLog snapshot through py4j: version, txn ids, protocol and metadata."""
+        jvm: Any = self.spark._jvm
+        assert jvm is not None, "the SparkSession has no JVM gateway"
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
+        return delta_log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+
+    def table_version(self, path: str) -> int:
+        return int(self.snapshot(path).version())
+
+    def txn_version(self, path: str, app_id: str) -> int:
+        """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
+        opt = self.snapshot(path).transactions().get(app_id)
+        return int(opt.get()) if opt.isDefined() else -1
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Atomic, durable replace: write `<name>.tmp`, fsync, rename over `path`, fsync the directory.
+    A crash leaves either the old or the new file, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

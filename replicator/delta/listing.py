@@ -1,0 +1,76 @@
+"""The replicated tables of a warehouse, whichever source wrote them (`replicator tables`).
+
+A warehouse holds tables applied from Kafka (catalog in `_replicator/state.json`), from a
+statement binlog (catalog in `_replicator/binlog.json`, `replicator.binlog_apply`), or both.
+Both catalogs are read here, so the listing does not depend on which source ran first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from replicator.delta.warehouse import Warehouse
+from replicator.errors import ConfigError
+
+Source = Literal["kafka", "binlog"]
+
+
+@dataclass(frozen=True)
+class ListedTable:
+    """One live table. `applied_ts` is the Kafka run's applied TiDB watermark (a TSO); a binlog
+    has none (None), its progress is the last applied commit number, `applied_seq`."""
+
+    schema: str
+    table: str
+    path: str
+    key: tuple[str, ...]
+    source: Source
+    applied_ts: int | None = None
+    applied_seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `replicator tables --json` object (keys as before, plus `source`)."""
+        return {"schema": self.schema, "table": self.table, "path": self.path, "key": list(self.key),
+                "applied_ts": self.applied_ts, "source": self.source}
+
+    def applied_text(self) -> str:
+        """The readable "applied watermark" cell."""
+        if self.source == "binlog":
+            return f"commit #{self.applied_seq}" if self.applied_seq else "-"
+        from replicator.events import tso_to_datetime
+
+        ts = int(self.applied_ts or 0)
+        return f"{ts} ({tso_to_datetime(ts).isoformat() if ts else '-'})"
+
+
+def list_tables(root: str | os.PathLike[str]) -> tuple[Path, list[ListedTable]]:
+    """(warehouse root, live tables sorted by source, schema, table); ConfigError when `root` holds
+    neither catalog."""
+    from replicator.binlog_apply.state import STATE_FILE, load_state
+
+    wh = Warehouse(root)
+    binlog_state = wh.meta / STATE_FILE
+    if not wh.state_path.exists() and not binlog_state.exists():
+        raise ConfigError(
+            f"{wh.root} is not a replicator warehouse (no _replicator/state.json or _replicator/binlog.json): "
+            "give the --warehouse of a `replicator run`"
+        )
+    rows: list[ListedTable] = []
+    if wh.state_path.exists():
+        state = wh.load_state()
+        rows += [
+            ListedTable(e.schema_name, e.table, str(Path(e.path).resolve()), tuple(e.key), "kafka", state.applied_ts)
+            for e in state.live_tables()
+        ]
+    if binlog_state.exists():
+        bstate = load_state(binlog_state)
+        seq = bstate.applied.seq if bstate.applied is not None else 0
+        rows += sorted(
+            (ListedTable(t.db, t.table, str(Path(t.path).resolve()), tuple(t.key), "binlog", None, seq)
+             for t in bstate.tables if t.status == "live"),
+            key=lambda r: (r.schema, r.table),
+        )
+    return wh.root, rows
