@@ -27,7 +27,6 @@ and that re-run is a no-op if its write had landed. See README "Statement binlog
 
 from __future__ import annotations
 
-
 from replicator.binlog_apply.applier import (
     _VARIABLE_SUBSTITUTE,
     APP_ID_PREFIX,
