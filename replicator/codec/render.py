@@ -1,4 +1,4 @@
-"""Events -> the JSON-lines shape of `replicator decode` (issue 3, CLI contract).
+"""Events -> the JSON-lines shape of `replicator decode` (a CLI contract: the shape must not change).
 
 One object per event: {"kind", "commit_ts", "schema", "table", "op", "columns", "old_columns",
 "ddl_type", "query"}, fields that do not apply omitted (resolved: kind + commit_ts = the resolved

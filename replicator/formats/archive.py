@@ -1,4 +1,4 @@
-"""Framed capture archives of Kafka records (issue 7): writer, reader and inspector.
+"""Framed capture archives of Kafka records (docs/framing.md#capture-archives): writer, reader and inspector.
 
 Kafka keeps data for days; an archive keeps it as long as the files live, so a run can be
 replayed, shipped as a reproducible case or made without any broker. The file format is the

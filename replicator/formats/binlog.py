@@ -1,4 +1,4 @@
-"""The seed's statement-based protobuf binary log (issue 8): writer, reader and printer.
+"""The seed's statement-based protobuf binary log (docs/framing.md#statement-binlog): writer, reader and printer.
 
 Events (``schemas/binlog.proto``, package ``BinaryLog``) travel in the seed's transport frame
 (``replicator.formats.framing``) with one type tag each. This is the file-format layer only: applying

@@ -1,6 +1,6 @@
 """TiCDC Open Protocol codec: seed stream, golden files, reference vectors, batching, round trip, fuzz.
 
-Vectors marked "Go" were produced by Go's encoding/json / strconv (notes §3.2, or a throw-away Go
+Vectors marked "Go" were produced by Go's encoding/json / strconv (docs/open-protocol.md#test-vectors, or a throw-away Go
 harness); float32 texts follow Go 1.19's Ryu shortest formatting (ties to even).
 """
 
@@ -177,7 +177,7 @@ def test_seed_modern_mode_keeps_text_and_legacy_mode_forces_base64() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Golden files (notes §3.1; tiflow examples/java test resources)
+# Golden files (tiflow examples/java test resources; docs/open-protocol.md#test-vectors)
 
 GOLDEN: dict[str, tuple[str, str]] = {
     "ddl_0": (
@@ -257,7 +257,7 @@ def test_golden_numeric_string_is_an_error_in_modern_data() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Reference encoder vectors (notes §3.2, Go 1.19 encoding/json on the tiflow structs)
+# Reference encoder vectors (docs/open-protocol.md#test-vectors; Go 1.19 encoding/json on the tiflow structs)
 
 BATCH_KEY = (
     "000000000000000100000000000000227b227473223a322c2273636d223a2273222c2274626c223a2274222c2274223a317d"

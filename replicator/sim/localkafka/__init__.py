@@ -15,40 +15,31 @@ Layout of a state dir: ``server.properties``, ``log4j2.properties``, ``data/`` (
 ``broker.log`` (the JVM's stdout+stderr, appended), ``broker.pid``, ``broker.json`` (ports, cluster id),
 ``.lock`` (serialises concurrent ``up``/``down`` on the same dir).
 
-Recipe check (``/work/shared/notes/kafka-broker.md``, run here with Kafka 4.1.1, log4j2 2.24.3, Java 17.0.15):
-
-True:
+Facts this module relies on (checked with Kafka 4.1.1, log4j2 2.24.3, Java 17.0.15; docs/kafka-broker.md):
 - ``kafka_2.13`` + explicit log4j-api/-core/-slf4j-impl give the full runtime classpath (46 jars); no
   ``kafka-tools`` needed. ``kafka.tools.StorageTool`` and ``kafka.Kafka`` are the main classes.
-- The §1.5 properties work verbatim with ``format --standalone -t <id> -c <props>`` and
-  ``controller.quorum.bootstrap.servers``. RF=1 internal topics: consumer groups and commits work.
-- ``format`` accepts any string as cluster id ("not a uuid!" formats fine); we use Kafka's Uuid form.
-- A second ``format`` on a formatted dir fails (exit 1, "Use --ignore-formatted"); with
-  ``--ignore-formatted`` it exits 0. We skip the JVM entirely once ``data/meta.properties`` exists.
-- The §1.6 log4j2.properties works without the YAML jar; "Kafka Server started" is logged at INFO by
+- A single-node KRaft config (docs/kafka-broker.md#configuration) works with ``format --standalone -t <id>
+  -c <props>`` and ``controller.quorum.bootstrap.servers``. RF=1 internal topics: consumer groups and commits work.
+- ``format`` accepts any string as cluster id; we use Kafka's Uuid form. A second ``format`` on a formatted
+  dir fails (exit 1) unless ``--ignore-formatted``; we skip the JVM entirely once ``data/meta.properties`` exists.
+- A plain log4j2.properties (no YAML jar) works; "Kafka Server started" is logged at INFO by
   ``kafka.server.KafkaRaftServer``. SIGTERM runs the shutdown hook: clean exit in 0.3-1.5 s.
-- kafka-python 3.0.12 works against it: admin results are dicts, ``NewTopic`` is deprecated (we pass
-  ``{name: {num_partitions, replication_factor}}``), ``bootstrap_timeout_ms`` is the new setting name;
-  ``offsets_for_times``, ``end_offsets``, ``committed`` behave as on any real Kafka.
+- kafka-python 3.0.12: admin results are dicts, ``NewTopic`` is deprecated (we pass
+  ``{name: {num_partitions, replication_factor}}``), ``bootstrap_timeout_ms`` is the setting name.
 - ``-Xms256m -Xmx512m`` with the 2 MB dedupe buffer is enough; RSS right after start is about 230 MB.
-
-False or missing:
-- Timing was pessimistic. Measured on a 2-core VM: idle, format takes 0.5-0.7 s and launch-to-ready
-  (a topic create+delete succeeds) 1.4-1.8 s; under load average 3-5 from other jobs, format takes
-  0.9-1.1 s, launch-to-ready 2.7-3.5 s (about 4 s for a fresh ``start()``, occasionally 7 s). The notes
-  said 1-2 s and 3-8 s.
+- Timing on a 2-core VM: idle, format 0.5-0.7 s and launch-to-ready 1.4-1.8 s; under load 3-5, format
+  0.9-1.1 s, launch-to-ready 2.7-3.5 s (about 4 s for a fresh ``start()``, occasionally 7 s).
 - After a fatal start-up error (e.g. bind failure) the JVM logs "Exiting Kafka due to fatal exception during
-  startup" at once, but then lingers about 10 s in shutdown hooks before exiting with code 1. So we watch
-  the log and kill it at once instead of waiting for ``poll()``.
-- Not in the notes: restarting after an *unclean* stop (SIGKILL, crash, or a failed attempt) waits out the
-  dead incarnation's broker session (``broker.session.timeout.ms``, default 9 s): about 11.5 s instead of 2 s.
-  The default stays, because a shorter session risks fencing the only broker when Spark starves the
-  CPU. A retry on a dir this call formatted re-formats it instead.
-- A bind race against a port some other process *listens* on makes a Kafka client hang on that foreign
-  listener. So readiness probing waits for this run's "Kafka Server started" line.
-- The notes imply the ``--standalone`` voter record pins the controller endpoint. Restarting the same data
-  with a different controller port works (a single voter elects itself). We still reuse the last ports.
-- The notes' example pom pins log4j2 2.25.3; Kafka 4.1.1 itself uses 2.24.3, which the project pom pins.
+  startup" at once but lingers about 10 s in shutdown hooks: we watch the log and kill it at once.
+- Restarting after an *unclean* stop waits out the dead incarnation's broker session
+  (``broker.session.timeout.ms``, default 9 s): about 11.5 s instead of 2 s. The default stays, because a
+  shorter session risks fencing the only broker when Spark starves the CPU. A retry on a dir this call
+  formatted re-formats it instead (docs/kafka-broker.md#timing-and-restarts).
+- A bind race against a port another process *listens* on makes a Kafka client hang on that foreign
+  listener, so readiness waits for this run's "Kafka Server started" line.
+- The ``--standalone`` voter record does not pin the controller endpoint: restarting the same data with a
+  different controller port works (a single voter elects itself). We still reuse the last ports.
+- Kafka 4.1.1 itself uses log4j2 2.24.3, which tools/kafka-broker/pom.xml pins.
 """
 
 
