@@ -1,7 +1,7 @@
 """TiCDC Open Protocol codec: seed stream, golden files, reference vectors, batching, round trip, fuzz.
 
-Vectors marked "Go" were produced by Go's encoding/json / strconv (docs/open-protocol.md#test-vectors, or a throw-away Go
-harness); float32 texts follow Go 1.19's Ryu shortest formatting (ties to even).
+Vectors marked "Go" were produced by Go's encoding/json / strconv (docs/open-protocol.md#test-vectors,
+or a throw-away Go harness); float32 texts follow Go 1.19's Ryu shortest formatting (ties to even).
 """
 
 from __future__ import annotations
