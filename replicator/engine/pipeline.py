@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from replicator.codec.values import DecodeOptions
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
-from replicator.engine.window import Cursor, DdlStep, RowBatch, Step, Windower, collapse
+from replicator.engine.window import DdlStep, RowBatch, Step, Windower, collapse
 from replicator.errors import DdlError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
@@ -180,17 +180,9 @@ class Engine:
             state = self.warehouse.load_state()
             self._check_source(state)
             partitions = self.source.partitions()
-            cursors = {int(p): Cursor(s.offset, s.watermark) for p, s in state.partitions.items()}
-            start = self.options.start
-            if start == "earliest":
-                cursors = {}
-            elif isinstance(start, Mapping):
-                cursors = {p: Cursor(o, 0) for p, o in start.items()} | {
-                    p: c for p, c in cursors.items() if p not in start
-                }
-            windower = Windower(
-                partitions, applied_ts=state.applied_ts, cursors=cursors, ddl_ledger=set(map(tuple, state.ddl_ledger))  # type: ignore[arg-type]
-            )
+            state.progress = state.progress.starting_at(self.options.start)
+            windower = Windower(partitions, state.progress)
+            cursors = state.progress.cursors
             self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
             try:
                 self._loop(state, windower)
@@ -419,17 +411,10 @@ class Engine:
         return entry
 
     def _commit_progress(self, state: State, windower: Windower, record: dict[str, Any] | None) -> None:
-        cursors = windower.restart_cursors()
-        new_parts = {str(p): {"offset": c.offset, "watermark": c.watermark} for p, c in cursors.items()}
-        if record is None and state.applied_ts == windower.applied_ts and {
-            k: v.model_dump() for k, v in state.partitions.items()
-        } == new_parts:
+        changed = windower.checkpoint()
+        if record is None and not changed:
             return
-        from replicator.delta.warehouse import PartitionState
-
-        state.applied_ts = windower.applied_ts
-        state.partitions = {p: PartitionState(**v) for p, v in new_parts.items()}
-        state.ddl_ledger = sorted(windower.ddl_ledger)
+        state.progress = windower.progress
         if record is not None:
             state.steps = record["step"]
             record["applied_ts"] = windower.applied_ts
@@ -438,7 +423,7 @@ class Engine:
         self.warehouse.save_state(state)
         fault_point("after_progress")
         self.summary.watermark = state.applied_ts
-        self.source.commit({p: c.offset for p, c in cursors.items()})
+        self.source.commit(windower.progress.offsets())
 
     # -- dead letters ---------------------------------------------------------------------------
     def _flush_dead_letters(self) -> bool:
