@@ -118,9 +118,20 @@ class State(BaseModel):
             ordered[k] = v
         return ordered
 
+    # Read-only views in the state file's shape, for readers of state.json (tools, tests); the
+    # engine changes progress only through `progress`.
     @property
     def applied_ts(self) -> int:
         return self.progress.applied_ts
+
+    @property
+    def partitions(self) -> dict[str, PartitionState]:
+        return {str(p): PartitionState(offset=c.offset, watermark=c.watermark)
+                for p, c in self.progress.cursors.items()}
+
+    @property
+    def ddl_ledger(self) -> list[tuple[int, str]]:
+        return sorted(self.progress.ddl_ledger)
 
     def live_table(self, schema: str, table: str) -> TableEntry | None:
         for entry in self.tables.values():

@@ -77,3 +77,10 @@ def test_a_run_told_where_to_start_keeps_the_rest_of_its_progress() -> None:
 
 def test_state_without_progress_fields_is_empty_progress() -> None:
     assert State.model_validate_json(b'{"format": 1}').progress == Progress()
+
+
+def test_state_still_reads_in_the_state_file_shape(tmp_path: Path) -> None:
+    state = _warehouse_with_old_state(tmp_path).load_state()
+    assert list(state.partitions) == ["0", "2", "1"]
+    assert state.partitions["2"].offset == 7 and state.partitions["2"].watermark == 449000000000000005
+    assert state.ddl_ledger[0] == (449000000000000004, "ALTER TABLE `t` ADD COLUMN c INT")
