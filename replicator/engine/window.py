@@ -1,7 +1,7 @@
 """Resolved-ts windowing: which row changes and DDLs are complete, in what order to apply them,
 and where to restart after a crash. Pure logic (no Spark, no Kafka), property-tested.
 
-Semantics (seeds' "Restrictions" + issue 5):
+Semantics (the ordering TiCDC guarantees; README "How it works"):
 - Partition watermark = highest resolved ts seen on that partition (never moves back).
   Global watermark W = min over all partitions (0 until every partition has a resolved event).
 - A row whose commit ts is <= its partition's watermark when it arrives is a replay: dropped, counted.
