@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from replicator.cli.common import add_config, settings_from
-from replicator.cli.settings import CaptureCommand
+from replicator.cli.settings import CaptureCommand, ReplicatorSettings, defaults
 
 
 def register(sub: Any) -> None:
@@ -24,6 +24,9 @@ def register(sub: Any) -> None:
     p.add_argument("--until-caught-up", action="store_true", default=None, help="stop at the end offsets seen at start")
     p.add_argument("--rotate-bytes", type=int, help="start a new archive file past this size")
     p.add_argument("--group-id", help="Kafka consumer group for offset commits")
+    p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
+                   help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
+                        f"(default {defaults(ReplicatorSettings)['kafka_retry_budget']:g})")
     add_config(p)
     p.set_defaults(handler=lambda ns: capture(CaptureCommand(
         settings=settings_from(ns), out=ns.out, from_earliest=ns.from_earliest, from_offsets=ns.from_offsets)))
@@ -52,6 +55,7 @@ def capture(cmd: CaptureCommand) -> int:
         rotate_bytes=s.rotate_bytes,
         group_id=s.group_id_for(topic, prefix="replicator-capture"),
         security=s.kafka_security(),
+        retry_budget_s=s.kafka_retry_budget,
     ))
     sys.stdout.write(summary.render() + "\n")
     return 0

@@ -27,10 +27,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    SkipValidation,
+    model_serializer,
+    model_validator,
+)
 
 from replicator.delta.edge import atomic_write
 from replicator.delta.typemap import TableSpec
+from replicator.engine.progress import Progress
 from replicator.errors import StateError
 
 STATE_FORMAT = 1
@@ -64,17 +73,66 @@ class TableEntry(BaseModel):
         return list(self.spec["key"])
 
 
-class State(BaseModel):
-    format: int = STATE_FORMAT
-    source: str | None = None
-    protocol: str | None = None
+class _ProgressWire(BaseModel):
+    """Type check of the progress fields as state.json has them (flat, next to the catalog)."""
+
     applied_ts: int = 0
     partitions: dict[str, PartitionState] = Field(default_factory=dict)
     ddl_ledger: list[tuple[int, str]] = Field(default_factory=list)
+
+
+_PROGRESS_KEYS = ("applied_ts", "partitions", "ddl_ledger")
+
+
+class State(BaseModel):
+    """state.json. Replication progress is one `Progress` object (shared with the windower that
+    updates it); on disk its fields stay flat, between ``protocol`` and ``schemas``, as always."""
+
+    format: int = STATE_FORMAT
+    source: str | None = None
+    protocol: str | None = None
+    progress: SkipValidation[Progress] = Field(default_factory=Progress, exclude=True)
     schemas: list[str] = Field(default_factory=list)
     tables: dict[str, TableEntry] = Field(default_factory=dict)
     steps: int = 0
     updated_at: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _progress_from_flat_fields(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "progress" in data:
+            return data
+        data = dict(data)
+        wire = _ProgressWire.model_validate({k: data.pop(k) for k in _PROGRESS_KEYS if k in data})
+        data["progress"] = Progress.from_wire(
+            wire.applied_ts, {p: c.model_dump() for p, c in wire.partitions.items()}, wire.ddl_ledger)
+        return data
+
+    @model_serializer(mode="wrap")
+    def _progress_as_flat_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        flat = self.progress.to_wire()
+        ordered: dict[str, Any] = {}
+        for k, v in out.items():
+            if k == "schemas":
+                ordered.update(flat)
+            ordered[k] = v
+        return ordered
+
+    # Read-only views in the state file's shape, for readers of state.json (tools, tests); the
+    # engine changes progress only through `progress`.
+    @property
+    def applied_ts(self) -> int:
+        return self.progress.applied_ts
+
+    @property
+    def partitions(self) -> dict[str, PartitionState]:
+        return {str(p): PartitionState(offset=c.offset, watermark=c.watermark)
+                for p, c in self.progress.cursors.items()}
+
+    @property
+    def ddl_ledger(self) -> list[tuple[int, str]]:
+        return sorted(self.progress.ddl_ledger)
 
     def live_table(self, schema: str, table: str) -> TableEntry | None:
         for entry in self.tables.values():

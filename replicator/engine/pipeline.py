@@ -2,7 +2,9 @@
 
 A step (a batch of complete windows up to a watermark, or one DDL) is applied, then progress is
 committed: state.json (applied watermark, restart cursors, DDL ledger, catalog) and, best effort,
-the Kafka consumer-group offsets. See warehouse.py and apply.py for why that is exactly once.
+the Kafka consumer-group offsets. When what is due is decided by `ControlLoop` (loop.py); this
+module wires it to the real source, the Delta applier (`WarehouseApplier`) and the warehouse.
+See delta/warehouse.py and delta/merge.py for why that is exactly once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,8 +25,10 @@ from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
-from replicator.engine.window import Cursor, DdlStep, RowBatch, Step, Windower, collapse
-from replicator.errors import DdlError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
+from replicator.engine.loop import ControlLoop, LoopOptions
+from replicator.engine.progress import Progress
+from replicator.engine.window import DdlStep, RowBatch, Step, Windower, collapse
+from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
 from replicator.sources.kafka import Record, Source
@@ -37,18 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("replicator")
 Protocol = Literal["open", "craft"]
-Decoder = Callable[[bytes | None, bytes | None, DecodeOptions, Position], list[Event]]
-
-
-def decoder_for(protocol: str) -> Decoder:
-    """Deprecated: use `replicator.codec.codec_for(protocol).decode`. Kept only until the callers
-    outside the engine (cli, bench, the simulator's tests) have switched; the engine does not use it."""
-    codec = codec_for(protocol)
-
-    def decode(key: bytes | None, value: bytes | None, opts: DecodeOptions, pos: Position) -> list[Event]:
-        return codec.decode(key, value, options=opts, position=pos)
-
-    return decode
 
 
 @dataclass
@@ -141,73 +133,71 @@ class RunSummary:
 
 
 class Engine:
-    """Runs one replication (catch-up or follow) of one source into one warehouse."""
+    """Runs one replication (catch-up or follow) of one source into one warehouse.
+
+    Wiring only: the warehouse lock and state, the source, the Delta applier and the display
+    around `ControlLoop` (engine/loop.py), which holds the logic of when to apply what.
+    """
 
     def __init__(self, source: Source, options: RunOptions, spark: SparkSession | None = None) -> None:
         self.source = source
         self.options = options
         self.warehouse = Warehouse(options.warehouse)
-        self._spark = spark
         self._codec = codec_for(options.protocol)
-        self._stop = False
         self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText())
         # The decoders report text they decoded with U+FFFD to the summary's counter.
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
-        self._delta: DeltaApplier | None = None
-        self._ddl: DdlApplier | None = None
-        self._dead: list[tuple[Record, str]] = []
+        self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark)
+        self._loop: ControlLoop | None = None
+        self._stop = False
 
-    # -- lazily built Spark edge ----------------------------------------------------------------
     @property
     def delta(self) -> DeltaApplier:
-        if self._delta is None:
-            from replicator.delta.merge import DeltaApplier
-            from replicator.delta.spark import get_spark
-
-            self._delta = DeltaApplier(self._spark or get_spark())
-        return self._delta
-
-    @property
-    def ddl(self) -> DdlApplier:
-        if self._ddl is None:
-            from replicator.delta.ddl import DdlApplier
-
-            self._ddl = DdlApplier(self.delta, self.warehouse)
-        return self._ddl
+        return self.applier.delta
 
     def request_stop(self, *_: Any) -> None:
         self._stop = True
+        if self._loop is not None:
+            self._loop.request_stop()
 
     # -- run ------------------------------------------------------------------------------------
     def run(self) -> RunSummary:
         started = time.monotonic()
-        with self.warehouse.locked(wait=self.options.wait_for_lock), self._signals():
+        opts = self.options
+        with self.warehouse.locked(wait=opts.wait_for_lock), self._signals():
             state = self.warehouse.load_state()
             self._check_source(state)
+            self.applier.state = state
             partitions = self.source.partitions()
-            cursors = {int(p): Cursor(s.offset, s.watermark) for p, s in state.partitions.items()}
-            start = self.options.start
-            if start == "earliest":
-                cursors = {}
-            elif isinstance(start, Mapping):
-                cursors = {p: Cursor(o, 0) for p, o in start.items()} | {
-                    p: c for p, c in cursors.items() if p not in start
-                }
-            windower = Windower(
-                partitions, applied_ts=state.applied_ts, cursors=cursors, ddl_ledger=set(map(tuple, state.ddl_ledger))  # type: ignore[arg-type]
-            )
+            state.progress = state.progress.starting_at(opts.start)
+            windower = Windower(partitions, state.progress)
+            cursors = state.progress.cursors
             self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
+            loop = ControlLoop(
+                self.source, self._decode_record, self.applier, windower,
+                LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
+                            max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s))
+            self._loop = loop
+            if self._stop:
+                loop.request_stop()
+            display = _Display(self, loop, enabled=opts.progress)
+            loop.on_tick = display.update
             try:
-                self._loop(state, windower)
+                with display:
+                    loop.run()
             finally:
-                self.summary.elapsed_s = time.monotonic() - started
-                self.summary.watermark = state.applied_ts
-                st = windower.stats
-                self.summary.rows = st.rows
-                self.summary.replays_dropped = st.replays_dropped
-                self.summary.already_applied = st.already_applied
+                self._summarise(loop, time.monotonic() - started)
                 self.source.close()
         return self.summary
+
+    def _summarise(self, loop: ControlLoop, elapsed: float) -> None:
+        s, c, st = self.summary, loop.counts, loop.windower.stats
+        s.elapsed_s = elapsed
+        s.records, s.events, s.steps = c.records, c.events, c.steps
+        s.dead_letters = c.dead_letters + self.applier.ddl_dead_letters
+        s.watermark = loop.progress.applied_ts
+        s.error = c.error
+        s.rows, s.replays_dropped, s.already_applied = st.rows, st.replays_dropped, st.already_applied
 
     def _check_source(self, state: State) -> None:
         if state.source is None:
@@ -232,84 +222,6 @@ class Engine:
             for s, h in old.items():
                 signal.signal(s, h)
 
-    def _loop(self, state: State, windower: Windower) -> None:
-        opts = self.options
-        display = _Progress(self, windower, enabled=opts.progress)
-        last_apply = time.monotonic()
-        with display:
-            while True:
-                records = self.source.poll()
-                failure: ReplicatorError | None = None
-                for rec in records:
-                    self.summary.records += 1
-                    try:
-                        events = self._decode_record(rec)
-                    except (DecodeError, UnsupportedError) as exc:
-                        self._dead.append((rec, f"{type(exc).__name__}: {exc}"))
-                        self.summary.dead_letters += 1
-                        if opts.on_error == "skip":
-                            log.warning("dead-lettered %s: %s", _where(rec), exc)
-                            windower.skip(rec.partition, rec.offset)
-                            continue
-                        failure = exc if isinstance(exc, DecodeError) else DecodeError(str(exc))
-                        if isinstance(failure, DecodeError) and failure.position is None:
-                            failure.at(_where(rec))
-                        break
-                    self.summary.events += len(events)
-                    windower.offer(rec.partition, rec.offset, events)
-                    # Bound memory: apply complete windows as soon as the buffer is full.
-                    if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
-                        self._apply_ready(state, windower)
-                        last_apply = time.monotonic()
-                display.update()
-                now = time.monotonic()
-                caught_up = opts.until_caught_up and self.source.caught_up()
-                due = (
-                    failure is not None or caught_up or self._stop
-                    or windower.buffered_rows >= opts.max_buffer_rows
-                    or (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s)
-                )
-                if due:
-                    complete = self._apply_ready(state, windower)
-                    last_apply = now
-                    display.update()
-                    # A partition found while applying must be read too before the run ends, and a
-                    # catch-up run whose ready steps wait for the topic's metadata goes on waiting.
-                    caught_up = caught_up and complete and self.source.caught_up()
-                if failure is not None:
-                    self.summary.error = str(failure)
-                    raise failure
-                if caught_up or self._stop:
-                    return
-
-    def _partitions_known(self, windower: Windower) -> bool:
-        """Whether every partition of the topic is being read, checked against fresh metadata.
-
-        Why before every advance of the watermark: TiCDC writes a resolved ts R to a partition only
-        after every row <= R reached every partition it writes to. A partition added to the topic
-        (and used after a changefeed restart) may thus hold rows <= R while we have only read R on
-        the old ones; applying up to R first would drop those rows as "already applied". Metadata
-        fetched after R was read lists such a partition: it is then read from its start and the
-        watermark waits for its first resolved event (Windower.add_partition). False (do not apply
-        now) when the metadata cannot be fetched.
-        """
-        fresh: Callable[[], list[int] | None] | None = getattr(self.source, "fresh_partitions", None)
-        if fresh is None:  # a finite source (archive): its partitions are all known at start
-            return True
-        parts = fresh()
-        if parts is None:  # the source logs the wait once and bounds it by its retry budget
-            return False
-        new = sorted(set(parts) - set(windower.partitions))
-        if new:
-            add: Callable[[list[int]], bool] = self.source.add_partitions  # type: ignore[attr-defined]
-            if not add(new):
-                return False
-            for p in new:
-                windower.add_partition(p)
-            log.warning("topic %s has new partition(s) %s: reading them from their start; applying waits for "
-                        "their first resolved event", self.source.name, new)
-        return True
-
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
         events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
@@ -323,51 +235,62 @@ class Engine:
                 )
         return events
 
-    # -- apply ----------------------------------------------------------------------------------
-    def _apply_ready(self, state: State, windower: Windower) -> bool:
-        """Apply every ready step; False when they wait for the topic's partitions (no metadata)."""
-        if self._flush_dead_letters():
-            fault_point("after_dead_letters")
-        if windower.has_ready_step() and not self._partitions_known(windower):
-            return False
-        while True:
-            step = windower.next_step()
-            if step is None:
-                break
-            record = self._apply_step(state, step)
-            fault_point("before_progress")
-            windower.commit(step)
-            self._commit_progress(state, windower, record)
-        if not self.options.until_caught_up or self.source.caught_up():
-            # Persist cursors even when no step was due (e.g. only replays or skipped dead letters).
-            self._commit_progress(state, windower, None)
-        return True
 
-    def _apply_step(self, state: State, step: Step) -> dict[str, Any]:
+class WarehouseApplier:
+    """The loop's `Applier`: steps become Delta MERGEs / DDL changes, progress goes to state.json
+    (with one windows.jsonl line per step), undecodable messages to the dead-letter table."""
+
+    def __init__(self, warehouse: Warehouse, options: RunOptions, summary: RunSummary, source_name: str,
+                 spark: SparkSession | None = None) -> None:
+        self.warehouse = warehouse
+        self.options = options
+        self.summary = summary
+        self.source_name = source_name
+        self.state = State()  # the loaded state, set by the engine under the warehouse lock
+        self.ddl_dead_letters = 0
+        self._spark = spark
+        self._delta: DeltaApplier | None = None
+        self._ddl: DdlApplier | None = None
+
+    # -- lazily built Spark edge ----------------------------------------------------------------
+    @property
+    def delta(self) -> DeltaApplier:
+        if self._delta is None:
+            from replicator.delta.merge import DeltaApplier
+            from replicator.delta.spark import get_spark
+
+            self._delta = DeltaApplier(self._spark or get_spark())
+        return self._delta
+
+    @property
+    def ddl(self) -> DdlApplier:
+        if self._ddl is None:
+            from replicator.delta.ddl import DdlApplier
+
+            self._ddl = DdlApplier(self.delta, self.warehouse)
+        return self._ddl
+
+    # -- Applier --------------------------------------------------------------------------------
+    def save_progress(self, progress: Progress, record: dict[str, Any] | None) -> None:
+        state = self.state
+        state.progress = progress
+        if record is not None:
+            state.steps = record["step"]
+            self.warehouse.append_window(record)
+        self.warehouse.save_state(state)
+
+    def dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
+        from replicator.delta.deadletter import write_dead_letters
+
+        write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, list(dead))
+
+    def apply(self, step: Step) -> dict[str, Any]:
+        state = self.state
         n = state.steps + 1
         record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
                                   "recorded_at": dt.datetime.now(dt.UTC).isoformat()}
         if isinstance(step, DdlStep):
-            record["kind"] = "ddl"
-            record["ddl"] = {"type": step.ddl.ddl_type, "query": step.ddl.query, "schema": step.ddl.schema,
-                             "table": step.ddl.table}
-            try:
-                outcome = self.ddl.apply(state, step.ddl)
-            except DdlError as exc:
-                if self.options.on_ddl_error != "skip":
-                    raise
-                self._dead_letter_ddl(step, exc)
-                record["ddl"]["outcome"] = f"skipped: {exc}"
-                self.summary.ddl_skipped += 1
-                return record
-            record["ddl"]["outcome"] = f"{outcome.action}: {outcome.detail}"
-            self.summary.ddl_applied += 1
-            for uid in outcome.tables:
-                entry = state.tables.get(uid)
-                if entry is not None and entry.status == "live":
-                    record["tables"][uid] = self._table_record(entry, self.delta.table_version(entry.path), 0, 0)
-            log.info("DDL at %s: %s -> %s", step.ddl.commit_ts, step.ddl.query, record["ddl"]["outcome"])
-            return record
+            return self._apply_ddl(state, step, record)
         record["kind"] = "window"
         assert isinstance(step, RowBatch)
         tables = sorted(step.rows.items())
@@ -394,6 +317,28 @@ class Engine:
                 counts.upserts += res.upserts
                 counts.deletes += res.deletes
             record["tables"][entry.uid] = self._table_record(entry, res.version, res.upserts, res.deletes)
+        return record
+
+    def _apply_ddl(self, state: State, step: DdlStep, record: dict[str, Any]) -> dict[str, Any]:
+        record["kind"] = "ddl"
+        record["ddl"] = {"type": step.ddl.ddl_type, "query": step.ddl.query, "schema": step.ddl.schema,
+                         "table": step.ddl.table}
+        try:
+            outcome = self.ddl.apply(state, step.ddl)
+        except DdlError as exc:
+            if self.options.on_ddl_error != "skip":
+                raise
+            self._dead_letter_ddl(step, exc)
+            record["ddl"]["outcome"] = f"skipped: {exc}"
+            self.summary.ddl_skipped += 1
+            return record
+        record["ddl"]["outcome"] = f"{outcome.action}: {outcome.detail}"
+        self.summary.ddl_applied += 1
+        for uid in outcome.tables:
+            entry = state.tables.get(uid)
+            if entry is not None and entry.status == "live":
+                record["tables"][uid] = self._table_record(entry, self.delta.table_version(entry.path), 0, 0)
+        log.info("DDL at %s: %s -> %s", step.ddl.commit_ts, step.ddl.query, record["ddl"]["outcome"])
         return record
 
     @staticmethod
@@ -423,51 +368,14 @@ class Engine:
                  schema, table, list(spec.key))
         return entry
 
-    def _commit_progress(self, state: State, windower: Windower, record: dict[str, Any] | None) -> None:
-        cursors = windower.restart_cursors()
-        new_parts = {str(p): {"offset": c.offset, "watermark": c.watermark} for p, c in cursors.items()}
-        if record is None and state.applied_ts == windower.applied_ts and {
-            k: v.model_dump() for k, v in state.partitions.items()
-        } == new_parts:
-            return
-        from replicator.delta.warehouse import PartitionState
-
-        state.applied_ts = windower.applied_ts
-        state.partitions = {p: PartitionState(**v) for p, v in new_parts.items()}
-        state.ddl_ledger = sorted(windower.ddl_ledger)
-        if record is not None:
-            state.steps = record["step"]
-            record["applied_ts"] = windower.applied_ts
-            self.warehouse.append_window(record)
-            self.summary.steps += 1
-        self.warehouse.save_state(state)
-        fault_point("after_progress")
-        self.summary.watermark = state.applied_ts
-        self.source.commit({p: c.offset for p, c in cursors.items()})
-
-    # -- dead letters ---------------------------------------------------------------------------
-    def _flush_dead_letters(self) -> bool:
-        """Record pending dead letters (before progress moves past them); True if there were any."""
-        if not self._dead:
-            return False
-        from replicator.delta.deadletter import write_dead_letters
-
-        write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, self._dead)
-        self._dead = []
-        return True
-
     def _dead_letter_ddl(self, step: DdlStep, exc: Exception) -> None:
         pos = step.ddl.position
-        rec = Record(pos.topic if pos else self.source.name, pos.partition if pos else -1,
+        rec = Record(pos.topic if pos else self.source_name, pos.partition if pos else -1,
                      pos.offset if pos else -1, -1, None, step.ddl.query.encode())
         from replicator.delta.deadletter import write_dead_letters
 
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, [(rec, f"DdlError: {exc}")])
-        self.summary.dead_letters += 1
-
-
-def _where(rec: Record) -> str:
-    return f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}"
+        self.ddl_dead_letters += 1
 
 
 def _positions(rows: list[RowChange]) -> str:
@@ -483,17 +391,17 @@ def _positions(rows: list[RowChange]) -> str:
     return "; ".join(f"topic {t!r} partition {p} offsets {lo}..{hi}" for (t, p), (lo, hi) in sorted(spans.items()))
 
 
-class _Progress:
+class _Display:
     """A live line on a terminal (events/s, watermark, lag); periodic log lines otherwise."""
 
-    def __init__(self, engine: Engine, windower: Windower, enabled: bool | None) -> None:
-        self.engine, self.windower = engine, windower
+    def __init__(self, engine: Engine, loop: ControlLoop, enabled: bool | None) -> None:
+        self.engine, self.loop, self.windower = engine, loop, loop.windower
         self.live = sys.stderr.isatty() if enabled is None else enabled
         self._last_log = 0.0
         self._started = time.monotonic()
         self._status: Any = None
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> _Display:
         if self.live:
             from rich.console import Console
 
@@ -506,7 +414,7 @@ class _Progress:
             self._status.__exit__(None, None, None)
 
     def _text(self) -> str:
-        s = self.engine.summary
+        s = self.loop.counts
         el = max(time.monotonic() - self._started, 1e-6)
         wm = self.windower.applied_ts
         lag = f"{max(0.0, time.time() - tso_physical_ms(wm) / 1000):.0f}s" if wm else "n/a"

@@ -1,7 +1,7 @@
 """Resolved-ts windowing: which row changes and DDLs are complete, in what order to apply them,
 and where to restart after a crash. Pure logic (no Spark, no Kafka), property-tested.
 
-Semantics (seeds' "Restrictions" + issue 5):
+Semantics (the ordering TiCDC guarantees; README "How it works"):
 - Partition watermark = highest resolved ts seen on that partition (never moves back).
   Global watermark W = min over all partitions (0 until every partition has a resolved event).
 - A row whose commit ts is <= its partition's watermark when it arrives is a replay: dropped, counted.
@@ -15,21 +15,16 @@ Semantics (seeds' "Restrictions" + issue 5):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from replicator.engine.progress import Cursor, Progress
 from replicator.errors import SchemaError
 from replicator.events import Column, DdlEvent, Event, Op, Resolved, RowChange, Value
 
+__all__ = ["Change", "Cursor", "DdlStep", "Progress", "RowBatch", "Step", "WindowStats", "Windower", "collapse"]
+
 TableName = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """Restart point of one partition: next offset to read and the watermark before it."""
-
-    offset: int
-    watermark: int
 
 
 @dataclass(slots=True)
@@ -82,16 +77,16 @@ class WindowStats:
     resolved: int = 0
 
 
-@dataclass
 class Windower:
-    """Buffers decoded events per partition and hands out complete steps in apply order."""
+    """Buffers decoded events per partition and hands out complete steps in apply order.
 
-    partitions: Sequence[int]
-    applied_ts: int = 0
-    cursors: dict[int, Cursor] = field(default_factory=dict)
-    ddl_ledger: set[tuple[int, str]] = field(default_factory=set)
+    It updates `progress` (the one progress object, persisted by the warehouse): `commit` moves
+    the applied watermark and the DDL ledger, `checkpoint` the restart cursors.
+    """
 
-    def __post_init__(self) -> None:
+    def __init__(self, partitions: Sequence[int], progress: Progress | None = None) -> None:
+        self.partitions: Sequence[int] = list(partitions)
+        self.progress = progress if progress is not None else Progress()
         self.stats = WindowStats()
         self._wm: dict[int, int] = {}
         self._seen_resolved: set[int] = set()
@@ -103,8 +98,16 @@ class Windower:
         self._seq = 0
         self._buffered = 0
 
+    @property
+    def applied_ts(self) -> int:
+        return self.progress.applied_ts
+
+    @property
+    def ddl_ledger(self) -> set[tuple[int, str]]:
+        return self.progress.ddl_ledger
+
     def _add_partition(self, p: int) -> None:
-        c = self.cursors.get(p)
+        c = self.progress.cursors.get(p)
         self._wm[p] = c.watermark if c else 0
         if c and c.watermark > 0:
             self._seen_resolved.add(p)
@@ -211,10 +214,8 @@ class Windower:
         if isinstance(step, DdlStep):
             key = (step.ddl.commit_ts, step.ddl.query)
             self._ddls.pop(key, None)
-            if step.ddl.commit_ts > self.applied_ts:
-                self.ddl_ledger = {k for k in self.ddl_ledger if k[0] >= step.ddl.commit_ts}
-            self.ddl_ledger.add(key)
-            self.applied_ts = max(self.applied_ts, step.ddl.commit_ts)
+            self._advance(step.ddl.commit_ts)
+            self.progress.ddl_ledger.add(key)
             return
         for table in list(self._rows):
             keep = [b for b in self._rows[table] if b.row.commit_ts > step.hi]
@@ -223,9 +224,22 @@ class Windower:
                 self._rows[table] = keep
             else:
                 del self._rows[table]
-        if step.hi > self.applied_ts:
-            self.ddl_ledger = {k for k in self.ddl_ledger if k[0] >= step.hi}
-        self.applied_ts = max(self.applied_ts, step.hi)
+        self._advance(step.hi)
+
+    def _advance(self, ts: int) -> None:
+        """Move the applied watermark to ts; the ledger keeps only DDLs it cannot yet tell apart."""
+        prog = self.progress
+        if ts > prog.applied_ts:
+            prog.ddl_ledger = {k for k in prog.ddl_ledger if k[0] >= ts}
+            prog.applied_ts = ts
+
+    def checkpoint(self) -> bool:
+        """Record the current restart cursors in `progress`; True if they changed."""
+        cursors = self.restart_cursors()
+        if cursors == self.progress.cursors and list(cursors) == list(self.progress.cursors):
+            return False
+        self.progress.cursors = cursors
+        return True
 
     def restart_cursors(self) -> dict[int, Cursor]:
         """Per partition: the oldest offset holding an unapplied event (with the watermark before it)."""

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from replicator import __version__
 from replicator._proto import archive_pb2
-from replicator.errors import ConfigError, DecodeError, KafkaSourceError
+from replicator.errors import ConfigError, DecodeError
 from replicator.formats.archive import (
     DEFAULT_ROTATE_BYTES,
     RECORD_TAG,
@@ -37,6 +37,7 @@ from replicator.formats.archive import (
     list_archive_files,
 )
 from replicator.formats.framing import FrameReader, fsync_dir, scan
+from replicator.sources.kafka import CAPTURE_HINTS, KafkaSettings, KafkaSource
 
 log = logging.getLogger("replicator.sources.capture")
 
@@ -150,45 +151,37 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 
 class Capture:
-    """One capture session of one topic into one archive directory."""
+    """One capture session of one topic into one archive directory.
+
+    Kafka is read through `KafkaSource`, as `run` reads it: the same outage probing, bounded
+    broker calls and retry budget (`CaptureOptions.retry_budget_s`), and a lost offset stops the
+    capture instead of leaving a silent gap in the archive.
+    """
+
+    # Larger fetches than the engine's: capture has no watermark to keep partitions level.
+    MAX_PARTITION_FETCH_BYTES = 16 * 1024 * 1024
 
     def __init__(self, options: CaptureOptions) -> None:
         self.options = options
         self.stop = threading.Event()
 
-    def _consumer(self) -> Any:
-        from kafka import KafkaConsumer
-        from kafka.errors import KafkaError
-
+    def _source(self) -> KafkaSource:
         o = self.options
-        try:
-            return KafkaConsumer(
-                bootstrap_servers=o.bootstrap_servers.split(","),
-                group_id=o.group_id,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                max_poll_records=5000,
-                fetch_max_bytes=64 * 1024 * 1024,
-                max_partition_fetch_bytes=16 * 1024 * 1024,
-                request_timeout_ms=30000,
-                **dict(o.security or {}),
-            )
-        except KafkaError as exc:
-            raise KafkaSourceError(f"cannot connect to Kafka at {o.bootstrap_servers}: {exc}") from None
+        return KafkaSource(KafkaSettings(
+            bootstrap_servers=o.bootstrap_servers, topic=o.topic, group_id=o.group_id, security=o.security,
+            retry_budget_s=o.retry_budget_s, max_partition_fetch_bytes=self.MAX_PARTITION_FETCH_BYTES,
+        ), hints=CAPTURE_HINTS)
 
     def run(self) -> CaptureSummary:
-        from kafka import TopicPartition
-
         o = self.options
         started = time.monotonic()
         summary = CaptureSummary(o.topic, o.out, o.protocol)
-        consumer = self._consumer()
+        source = self._source()
         try:
-            parts = self._partitions(consumer)
+            parts = source.partitions()
             if isinstance(o.start, Mapping) and set(o.start) - set(parts):
                 raise ConfigError(f"--from-offsets names partitions {sorted(set(o.start) - set(parts))} that topic "
                                   f"{o.topic!r} does not have")
-            tps = {p: TopicPartition(o.topic, p) for p in parts}
             existing = o.out.exists() and bool(list_archive_files(o.out))
             if existing:
                 last = list_archive_files(o.out)[-1]
@@ -207,21 +200,18 @@ class Capture:
                     summary.protocol = archived_protocol
                 elif archived_protocol is not None and archived_protocol != summary.protocol:
                     raise ConfigError(f"{o.out} archives {archived_protocol} records, not {summary.protocol}")
-                begin = consumer.beginning_offsets(list(tps.values()))
-                committed = self._committed(consumer, tps) if o.group_id else {}
-                for p, tp in tps.items():
-                    pos, origin = self._start_for(p, resume, committed, begin[tp])
-                    if pos < begin[tp]:
+                begin = source.earliest_offsets(parts)
+                committed = source.committed_offsets(parts) if o.group_id else {}
+                for p in parts:
+                    pos, origin = self._start_for(p, resume, committed, begin[p])
+                    if pos < begin[p]:
                         log.warning("partition %d: offsets %d..%d are gone (retention); starting at %d",
-                                    p, pos, begin[tp] - 1, begin[tp])
-                        pos, origin = begin[tp], origin + ", moved to the earliest retained offset"
+                                    p, pos, begin[p] - 1, begin[p])
+                        pos, origin = begin[p], origin + ", moved to the earliest retained offset"
                     summary.partitions[p] = PartitionCapture(start=pos, origin=origin)
-                consumer.assign(list(tps.values()))
-                for p, tp in tps.items():
-                    consumer.seek(tp, summary.partitions[p].start)
-                end = {tp.partition: off for tp, off in consumer.end_offsets(list(tps.values())).items()}
+                source.start({p: pc.start for p, pc in summary.partitions.items()})
                 with _stop_on_signals(self.stop):
-                    self._loop(consumer, writer, summary, tps, end)
+                    self._loop(source, writer, summary)
             finally:
                 writer.close()
                 summary.files = [o.out / archive_file_name(s) for s in range(first_seq, writer.sequence + 1)]
@@ -231,33 +221,11 @@ class Capture:
                     summary.files[0].unlink(missing_ok=True)
                     fsync_dir(o.out)
                     summary.files = []
-            self._commit(consumer, tps, summary)
+            self._commit(source, summary)
         finally:
-            consumer.close()
+            source.close()
         summary.elapsed_s = time.monotonic() - started
         return summary
-
-    def _partitions(self, consumer: Any) -> list[int]:
-        deadline = time.monotonic() + 30
-        while True:
-            parts = consumer.partitions_for_topic(self.options.topic)
-            if parts:
-                return sorted(parts)
-            if time.monotonic() > deadline:
-                raise KafkaSourceError(f"topic {self.options.topic!r} not found on {self.options.bootstrap_servers}")
-            time.sleep(0.5)
-
-    def _committed(self, consumer: Any, tps: Mapping[int, Any]) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for p, tp in tps.items():
-            try:
-                off = consumer.committed(tp)
-            except Exception as exc:  # no group coordinator etc.: the group is only one of the start options
-                log.debug("committed offset of partition %d unavailable: %s", p, exc)
-                continue
-            if off is not None and off >= 0:
-                out[p] = int(off)
-        return out
 
     def _start_for(self, p: int, resume: Mapping[int, int], committed: Mapping[int, int],
                    earliest: int) -> tuple[int, str]:
@@ -272,77 +240,46 @@ class Capture:
             return committed[p], f"committed offset of group {self.options.group_id}"
         return earliest, "earliest retained offset"
 
-    def _poll(self, consumer: Any) -> dict[Any, list[Any]]:
-        from kafka.errors import KafkaError
-
-        deadline = time.monotonic() + self.options.retry_budget_s
-        delay = 0.5
-        while True:
-            try:
-                result: dict[Any, list[Any]] = consumer.poll(timeout_ms=500)
-                return result
-            except KafkaError as exc:
-                if time.monotonic() > deadline:
-                    raise KafkaSourceError(f"Kafka failed for {self.options.retry_budget_s:.0f}s: {exc}; everything "
-                                           "captured so far is archived, rerun to resume") from None
-                log.warning("Kafka poll failed (%s); retrying in %.1fs", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
-
-    def _loop(self, consumer: Any, writer: ArchiveWriter, summary: CaptureSummary, tps: Mapping[int, Any],
-              end: Mapping[int, int]) -> None:
+    def _loop(self, source: KafkaSource, writer: ArchiveWriter, summary: CaptureSummary) -> None:
         o = self.options
         parts = summary.partitions
+        end = source.end_offsets_at_start()
         last_flush = time.monotonic()
         unflushed = 0
 
-        def done() -> bool:  # positions, not record counts: offsets may have gaps (transaction markers)
-            return all(consumer.position(tp) >= end[p] for p, tp in tps.items())
-
-        if o.until_caught_up and done():
+        # positions, not record counts: offsets may have gaps (transaction markers)
+        if o.until_caught_up and source.caught_up():
             return
         while not self.stop.is_set():
-            for tp, records in self._poll(consumer).items():
-                pc = parts[tp.partition]
-                for r in records:
-                    if o.until_caught_up and r.offset >= end[tp.partition]:
-                        break  # past the end offsets seen at start
-                    if summary.protocol is None:
-                        summary.protocol = detect_protocol(r.key)
-                        log.info("topic %s looks like %s (from the first record's key)", o.topic, summary.protocol)
-                    writer.write_record(topic=o.topic, partition=tp.partition, offset=r.offset,
-                                        timestamp_ms=r.timestamp, key=r.key, value=r.value,
-                                        protocol=summary.protocol)
-                    if pc.first < 0:
-                        pc.first = r.offset
-                    pc.last = r.offset
-                    pc.records += 1
-                    unflushed += 1
+            for r in source.poll():  # raises KafkaSourceError past the retry budget
+                if o.until_caught_up and r.offset >= end[r.partition]:
+                    continue  # past the end offsets seen at start
+                pc = parts[r.partition]
+                if summary.protocol is None:
+                    summary.protocol = detect_protocol(r.key)
+                    log.info("topic %s looks like %s (from the first record's key)", o.topic, summary.protocol)
+                writer.write_record(topic=o.topic, partition=r.partition, offset=r.offset,
+                                    timestamp_ms=r.timestamp, key=r.key, value=r.value,
+                                    protocol=summary.protocol)
+                if pc.first < 0:
+                    pc.first = r.offset
+                pc.last = r.offset
+                pc.records += 1
+                unflushed += 1
             now = time.monotonic()
             if unflushed and (unflushed >= o.flush_records or now - last_flush >= o.flush_interval_s):
                 writer.flush()  # durable before the group offsets say so
-                self._commit(consumer, tps, summary)
+                self._commit(source, summary)
                 unflushed, last_flush = 0, now
-            if o.until_caught_up and done():
+            if o.until_caught_up and source.caught_up():
                 summary.stopped = "caught up"
                 return
         summary.stopped = "stopped by signal"
 
-    def _commit(self, consumer: Any, tps: Mapping[int, Any], summary: CaptureSummary) -> None:
+    def _commit(self, source: KafkaSource, summary: CaptureSummary) -> None:
         """Best effort: the group's offsets are for lag tooling and for captures into a new directory."""
-        if not self.options.group_id:
-            return
-        from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata
-
-        offsets = {tps[p]: OffsetAndMetadata(pc.last + 1, "", -1) for p, pc in summary.partitions.items()
-                   if pc.records}
-        if not offsets:
-            return
-        try:
-            consumer.commit(offsets)
-        except KafkaError as exc:
-            log.warning("could not commit consumer-group offsets: %s", exc)
+        if self.options.group_id:
+            source.commit({p: pc.last + 1 for p, pc in summary.partitions.items() if pc.records})
 
 
 def capture(options: CaptureOptions) -> CaptureSummary:

@@ -1,6 +1,8 @@
-"""Record sources for the engine: a Kafka topic (kafka-python), later also capture archives.
+"""Record sources: a Kafka topic (kafka-python), read by the engine (`run`) and by `capture`.
 
 A source hands out raw records in per-partition offset order; it knows nothing about TiCDC.
+Both readers get the same outage probing, bounded broker calls and retry budget; only the
+advice in their error messages differs (`SourceHints`).
 """
 
 from __future__ import annotations
@@ -49,10 +51,26 @@ class Source(Protocol):
 
 
 @dataclass(frozen=True)
+class SourceHints:
+    """What a stopped reader tells the user to do: rerun, and how to recover lost offsets."""
+
+    safe: str = "progress is committed up to the last applied step"
+    not_started: str = "nothing was applied"
+    lost: str = "replay from an archive, or rebuild with `replicator replay --from-earliest` into a new warehouse"
+
+
+CAPTURE_HINTS = SourceHints(
+    safe="everything captured so far is archived",
+    not_started="nothing was captured",
+    lost="the archive has a gap there; capture into a new directory with --from-earliest",
+)
+
+
+@dataclass(frozen=True)
 class KafkaSettings:
     bootstrap_servers: str
     topic: str
-    group_id: str = "replicator"
+    group_id: str | None = "replicator"  # None: no consumer-group offsets are committed
     security: Mapping[str, Any] | None = None  # SASL/SSL kafka-python settings (never logged)
     poll_max_records: int = 5000
     retry_budget_s: float = 120.0  # a broker unreachable this long stops the run (non-zero, nothing lost)
@@ -81,11 +99,12 @@ class KafkaSource:
     COMMIT_TIMEOUT_MS = 5000
     METADATA_RETRY_S = 1.0  # after a failed metadata request, the next one waits this long
 
-    def __init__(self, settings: KafkaSettings) -> None:
+    def __init__(self, settings: KafkaSettings, hints: SourceHints | None = None) -> None:
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
         self.settings = settings
+        self.hints = hints or SourceHints()
         self.name = settings.topic
         self._KafkaError = KafkaError
         try:
@@ -147,8 +166,8 @@ class KafkaSource:
             self._start(positions)
         except self._KafkaError as exc:
             raise KafkaSourceError(
-                f"{self._where()}: cannot read the offsets of topic {self.settings.topic!r}: {exc}; nothing was "
-                "applied, rerun when the broker is back"
+                f"{self._where()}: cannot read the offsets of topic {self.settings.topic!r}: {exc}; "
+                f"{self.hints.not_started}, rerun when the broker is back"
             ) from None
         self._latest_end = dict(self._end)
         self._last_ok = time.monotonic()
@@ -165,11 +184,41 @@ class KafkaSource:
                 if pos < begin[tp]:
                     raise KafkaSourceError(
                         f"topic {tp.topic!r} partition {tp.partition}: the warehouse needs offset {pos} but the "
-                        f"earliest retained offset is {begin[tp]} (data lost to retention); replay from an "
-                        "archive, or rebuild with `replicator replay --from-earliest` into a new warehouse"
+                        f"earliest retained offset is {begin[tp]} (data lost to retention); {self.hints.lost}"
                     )
                 self._consumer.seek(tp, pos)
         self._end = {tp.partition: off for tp, off in self._consumer.end_offsets(self._tps).items()}
+
+    def earliest_offsets(self, partitions: Sequence[int]) -> dict[int, int]:
+        """The earliest retained offset per partition (bounded: KafkaSourceError when unanswered)."""
+        try:
+            begin = self._consumer.beginning_offsets([self._tp(p) for p in partitions],
+                                                     timeout_ms=self.PROBE_TIMEOUT_MS)
+        except self._KafkaError as exc:
+            raise KafkaSourceError(
+                f"{self._where()}: cannot read the offsets of topic {self.settings.topic!r}: {exc}; "
+                f"{self.hints.not_started}, rerun when the broker is back"
+            ) from None
+        return {tp.partition: int(off) for tp, off in begin.items()}
+
+    def committed_offsets(self, partitions: Sequence[int]) -> dict[int, int]:
+        """The consumer group's committed offsets, where it has any (best effort: {} without a group)."""
+        out: dict[int, int] = {}
+        if self.settings.group_id is None:
+            return out
+        for p in partitions:
+            try:
+                off = self._consumer.committed(self._tp(p), timeout_ms=self.PROBE_TIMEOUT_MS)
+            except Exception as exc:  # no group coordinator etc.: the group is only one of the start options
+                log.debug("committed offset of partition %d unavailable: %s", p, exc)
+                continue
+            if off is not None and off >= 0:
+                out[p] = int(off)
+        return out
+
+    def end_offsets_at_start(self) -> dict[int, int]:
+        """Per partition, the end offset seen when reading started (the --until-caught-up target)."""
+        return dict(self._end)
 
     def offsets_for_timestamp(self, when: dt.datetime) -> dict[int, int | None]:
         parts = self.partitions()
@@ -194,8 +243,7 @@ class KafkaSource:
         except OffsetOutOfRangeError as exc:
             raise KafkaSourceError(
                 f"topic {self.settings.topic!r}: offsets {exc} are no longer retained (deleted by retention while "
-                "the replicator was reading): data is lost; replay from an archive, or rebuild with "
-                "`replicator replay --from-earliest` into a new warehouse"
+                f"the replicator was reading): data is lost; {self.hints.lost}"
             ) from None
         except self._KafkaError as exc:
             self._unreachable(exc)
@@ -244,8 +292,7 @@ class KafkaSource:
         if down > self.settings.retry_budget_s:
             raise KafkaSourceError(
                 f"{what} for {down:.0f}s (retry budget {self.settings.retry_budget_s:.0f}s): {type(exc).__name__}: "
-                f"{exc}; nothing was lost: progress is committed up to the last applied step, rerun when the broker "
-                "is back"
+                f"{exc}; nothing was lost: {self.hints.safe}, rerun when the broker is back"
             ) from None
 
     def _position(self, tp: Any) -> int | None:
@@ -337,6 +384,8 @@ class KafkaSource:
     def commit(self, offsets: Mapping[int, int]) -> None:
         from kafka.structs import OffsetAndMetadata
 
+        if self.settings.group_id is None or not offsets:
+            return
         if self._down_since is not None:
             return  # informational only; the next commit after the outage carries these offsets too
         try:

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.delta.warehouse import State
 from replicator.engine.window import Cursor, DdlStep, RowBatch, Windower, collapse
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from tests.streamgen import generate, interleave
@@ -57,14 +58,14 @@ def run_with_crashes(seed: int, crash_prob: float) -> tuple[Sink, Any]:
         by_part.setdefault(p, []).append((off, ev))
     rnd = random.Random(seed * 7 + 1)
     sink = Sink()
-    persisted: dict[str, Any] = {"applied": 0, "cursors": {}, "ledger": set()}
+    # Progress survives a crash only as the state file's JSON (what Warehouse.save_state writes).
+    persisted = State().model_dump_json(by_alias=True)
     partitions = list(range(len(stream.partitions)))
     for _attempt in range(200):
-        w = Windower(partitions, applied_ts=persisted["applied"], cursors=dict(persisted["cursors"]),
-                     ddl_ledger=set(persisted["ledger"]))
+        w = Windower(partitions, State.model_validate_json(persisted).progress)
         crashed = False
         # re-read from the cursors, in the same interleaving
-        start = {p: persisted["cursors"].get(p, Cursor(0, 0)).offset for p in partitions}
+        start = {p: w.progress.cursors.get(p, Cursor(0, 0)).offset for p in partitions}
         for p, off, ev in arrivals:
             if off < start[p]:
                 continue
@@ -77,7 +78,8 @@ def run_with_crashes(seed: int, crash_prob: float) -> tuple[Sink, Any]:
                         crashed = True
                         break
                     w.commit(step)
-                    persisted = {"applied": w.applied_ts, "cursors": w.restart_cursors(), "ledger": set(w.ddl_ledger)}
+                    w.checkpoint()
+                    persisted = State(progress=w.progress).model_dump_json(by_alias=True)
                 if crashed:
                     break
         if crashed:

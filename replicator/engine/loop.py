@@ -1,0 +1,229 @@
+"""The engine's control loop: read, decode, window, decide when a step is due, apply, commit progress.
+
+It knows its collaborators only by the Protocols below, so every path (caught up, step due,
+a failure, waiting for new partitions, the retry budget) is unit-tested with a fake source, a
+fake applier and a fake clock (tests/unit/test_loop.py). `replicator.engine.pipeline.Engine`
+wires the real ones: a Kafka or archive source and the Delta applier.
+
+Exactly once rests on the order kept here: a step is applied (idempotently) before progress
+moves past it, dead letters are recorded before progress moves past their offsets, and progress
+is persisted before the consumer group is told.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from replicator.engine.progress import Progress
+from replicator.engine.window import Step, Windower
+from replicator.errors import DecodeError, ReplicatorError, UnsupportedError
+from replicator.events import Event
+from replicator.faults import fault_point
+from replicator.sources.kafka import Record, Source
+
+log = logging.getLogger("replicator")
+
+StepRecord = dict[str, Any]
+Decode = Callable[[Record], list[Event]]
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    """The real clock (time.monotonic)."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+@runtime_checkable
+class PartitionDiscovery(Protocol):
+    """A source whose topic may gain partitions mid-run (Kafka; an archive's set is fixed)."""
+
+    def fresh_partitions(self) -> list[int] | None:
+        """The partitions per metadata fetched now; None while it cannot be fetched (the source
+        bounds that wait by its retry budget and raises KafkaSourceError past it)."""
+
+    def add_partitions(self, new: Sequence[int]) -> bool:
+        """Start reading new partitions from their start; False when the broker does not answer."""
+
+
+class Applier(Protocol):
+    """Where steps land (Delta tables) and where progress is persisted (the warehouse state)."""
+
+    def apply(self, step: Step) -> StepRecord:
+        """Apply one step durably and idempotently; the record logged for it (``step`` numbered)."""
+
+    def dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
+        """Record messages that could not be decoded (before progress moves past them)."""
+
+    def save_progress(self, progress: Progress, record: StepRecord | None) -> None:
+        """Persist progress, with the record of the step it includes (None: cursors only)."""
+
+
+@dataclass
+class LoopOptions:
+    until_caught_up: bool = False
+    on_error: Literal["stop", "skip"] = "stop"
+    max_buffer_rows: int = 200_000
+    flush_interval_s: float = 2.0
+
+
+@dataclass
+class LoopCounts:
+    """What the loop saw (the engine's run summary takes these)."""
+
+    records: int = 0
+    events: int = 0
+    dead_letters: int = 0
+    steps: int = 0
+    watermark: int = 0
+    error: str | None = None
+
+
+class ControlLoop:
+    """Runs until caught up (catch-up mode), a stop request (follow mode) or a failure.
+
+    A catch-up run ends only when the source is caught up and every ready step was applied,
+    including steps that waited for the topic's metadata. A step is due when the buffer is full,
+    the flush interval passed (follow mode), the source is caught up, a stop was requested, or a
+    failure stops the run (then what is complete is applied first, and nothing past the failure).
+    """
+
+    def __init__(self, source: Source, decode: Decode, applier: Applier, windower: Windower,
+                 options: LoopOptions, *, clock: Clock | None = None,
+                 on_tick: Callable[[], None] | None = None) -> None:
+        self.source = source
+        self.decode = decode
+        self.applier = applier
+        self.windower = windower
+        self.options = options
+        self.clock: Clock = clock or SystemClock()
+        self.on_tick = on_tick or (lambda: None)
+        self.counts = LoopCounts(watermark=windower.applied_ts)
+        self._stop = False
+        self._dead: list[tuple[Record, str]] = []
+
+    @property
+    def progress(self) -> Progress:
+        return self.windower.progress
+
+    def request_stop(self) -> None:
+        """Finish the current step, commit and return (SIGINT/SIGTERM in follow mode)."""
+        self._stop = True
+
+    def run(self) -> None:
+        opts, windower = self.options, self.windower
+        last_apply = self.clock.monotonic()
+        while True:
+            failure: ReplicatorError | None = None
+            for rec in self.source.poll():
+                self.counts.records += 1
+                try:
+                    events = self.decode(rec)
+                except (DecodeError, UnsupportedError) as exc:
+                    self._dead.append((rec, f"{type(exc).__name__}: {exc}"))
+                    self.counts.dead_letters += 1
+                    if opts.on_error == "skip":
+                        log.warning("dead-lettered %s: %s", where(rec), exc)
+                        windower.skip(rec.partition, rec.offset)
+                        continue
+                    failure = exc if isinstance(exc, DecodeError) else DecodeError(str(exc))
+                    if failure.position is None:
+                        failure.at(where(rec))
+                    break
+                self.counts.events += len(events)
+                windower.offer(rec.partition, rec.offset, events)
+                # Bound memory: apply complete windows as soon as the buffer is full.
+                if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
+                    self.apply_ready()
+                    last_apply = self.clock.monotonic()
+            self.on_tick()
+            now = self.clock.monotonic()
+            caught_up = opts.until_caught_up and self.source.caught_up()
+            due = (
+                failure is not None or caught_up or self._stop
+                or windower.buffered_rows >= opts.max_buffer_rows
+                or (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s)
+            )
+            if due:
+                complete = self.apply_ready()
+                last_apply = now
+                self.on_tick()
+                # A partition found while applying must be read too before the run ends, and a
+                # catch-up run whose ready steps wait for the topic's metadata goes on waiting.
+                caught_up = caught_up and complete and self.source.caught_up()
+            if failure is not None:
+                self.counts.error = str(failure)
+                raise failure
+            if caught_up or self._stop:
+                return
+
+    def apply_ready(self) -> bool:
+        """Apply every ready step; False when they wait for the topic's partitions (no metadata)."""
+        if self._dead:
+            self.applier.dead_letter(self._dead)
+            self._dead = []
+            fault_point("after_dead_letters")
+        windower = self.windower
+        if windower.has_ready_step() and not self.partitions_known():
+            return False
+        while (step := windower.next_step()) is not None:
+            record = self.applier.apply(step)
+            fault_point("before_progress")
+            windower.commit(step)
+            self._commit(record)
+        if not self.options.until_caught_up or self.source.caught_up():
+            # Persist cursors even when no step was due (e.g. only replays or skipped dead letters).
+            self._commit(None)
+        return True
+
+    def partitions_known(self) -> bool:
+        """Whether every partition of the topic is being read, checked against fresh metadata.
+
+        Why before every advance of the watermark: TiCDC writes a resolved ts R to a partition only
+        after every row <= R reached every partition it writes to. A partition added to the topic
+        (and used after a changefeed restart) may thus hold rows <= R while we have only read R on
+        the old ones; applying up to R first would drop those rows as "already applied". Metadata
+        fetched after R was read lists such a partition: it is then read from its start and the
+        watermark waits for its first resolved event (Windower.add_partition). False (do not apply
+        now) when the metadata cannot be fetched.
+        """
+        source = self.source
+        if not isinstance(source, PartitionDiscovery):  # a finite source: all partitions known at start
+            return True
+        parts = source.fresh_partitions()
+        if parts is None:  # the source logs the wait once and bounds it by its retry budget
+            return False
+        new = sorted(set(parts) - set(self.windower.partitions))
+        if new:
+            if not source.add_partitions(new):
+                return False
+            for p in new:
+                self.windower.add_partition(p)
+            log.warning("topic %s has new partition(s) %s: reading them from their start; applying waits for "
+                        "their first resolved event", self.source.name, new)
+        return True
+
+    def _commit(self, record: StepRecord | None) -> None:
+        changed = self.windower.checkpoint()
+        if record is None and not changed:
+            return
+        progress = self.progress
+        if record is not None:
+            record["applied_ts"] = progress.applied_ts
+            self.counts.steps += 1
+        self.applier.save_progress(progress, record)
+        fault_point("after_progress")
+        self.counts.watermark = progress.applied_ts
+        self.source.commit(progress.offsets())
+
+
+def where(rec: Record) -> str:
+    return f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}"

@@ -1,0 +1,348 @@
+"""The engine's control loop with a fake source, a fake applier and a fake clock (no JVM, no broker):
+when a catch-up run may end, when a step is due, what a failure leaves behind, dead letters,
+partitions added mid-stream and the retry budget."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord
+from replicator.engine.progress import Cursor, Progress
+from replicator.engine.window import DdlStep, RowBatch, Step, Windower
+from replicator.errors import DecodeError, KafkaSourceError, SchemaError
+from replicator.events import Column, DdlEvent, Event, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.sources.kafka import Record
+
+BAD = b"undecodable"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class FakeSource:
+    """Records per partition, handed out `per_poll` at a time in round-robin; each poll takes 0.5 s
+    of the fake clock (a real poll waits up to 500 ms). Caught up = every partition read to the
+    end it had when reading started (or when it was added), like KafkaSource."""
+
+    name = "fake"
+
+    def __init__(self, clock: Clock, records: Mapping[int, Sequence[Sequence[Event] | bytes]], per_poll: int = 1,
+                 ) -> None:
+        self.clock = clock
+        self.records = {p: list(rs) for p, rs in records.items()}
+        self.per_poll = per_poll
+        self.next: dict[int, int] = {}
+        self.end: dict[int, int] = {}
+        self.committed: list[dict[int, int]] = []
+        self.polls = 0
+
+    def partitions(self) -> list[int]:
+        return sorted(self.records)
+
+    def start(self, positions: Mapping[int, int | None]) -> None:
+        for p, pos in positions.items():
+            self.next[p] = pos or 0
+            self.end[p] = len(self.records[p])
+
+    def poll(self) -> list[Record]:
+        self.polls += 1
+        self.clock.now += 0.5
+        out: list[Record] = []
+        for p in sorted(self.next):
+            for _ in range(self.per_poll):
+                off = self.next[p]
+                if off >= len(self.records[p]):
+                    break
+                value = self.records[p][off]
+                out.append(Record(self.name, p, off, -1, None, value if isinstance(value, bytes) else b"ok"))
+                self.next[p] = off + 1
+        return out
+
+    def caught_up(self) -> bool:
+        return all(self.next[p] >= self.end[p] for p in self.next)
+
+    def commit(self, offsets: Mapping[int, int]) -> None:
+        self.committed.append(dict(offsets))
+
+    def lag(self) -> int | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def decode(self, rec: Record) -> list[Event]:
+        if rec.value == BAD:
+            raise DecodeError("not a TiCDC message")
+        events = self.records[rec.partition][rec.offset]
+        assert not isinstance(events, bytes)
+        return list(events)
+
+
+class TopicSource(FakeSource):
+    """A source whose topic can gain partitions (metadata fetched on request), like KafkaSource."""
+
+    def __init__(self, clock: Clock, records: Mapping[int, Sequence[Sequence[Event] | bytes]], per_poll: int = 1,
+                 *, hidden: Mapping[int, Sequence[Sequence[Event] | bytes]] | None = None,
+                 metadata_down_polls: int = 0, budget_s: float | None = None) -> None:
+        super().__init__(clock, records, per_poll)
+        self.hidden = dict(hidden or {})  # partitions that exist but the run did not see at start
+        self.metadata_down = metadata_down_polls  # fresh_partitions fails this many times first
+        self.budget_s = budget_s
+        self.down_since: float | None = None
+        self.metadata_requests = 0
+
+    def fresh_partitions(self) -> list[int] | None:
+        self.metadata_requests += 1
+        if self.metadata_down != 0:
+            self.metadata_down -= 1
+            if self.down_since is None:
+                self.down_since = self.clock.now
+            elif self.budget_s is not None and self.clock.now - self.down_since > self.budget_s:
+                raise KafkaSourceError(f"no answer to metadata requests for {self.clock.now - self.down_since:.0f}s "
+                                       f"(retry budget {self.budget_s:.0f}s)")
+            return None
+        self.down_since = None
+        return sorted([*self.records, *self.hidden])
+
+    def add_partitions(self, new: Sequence[int]) -> bool:
+        for p in new:
+            self.records[p] = list(self.hidden.pop(p))
+            self.next[p] = 0
+            self.end[p] = len(self.records[p])
+        return True
+
+
+class FakeApplier:
+    """Applied steps in order; saved progress as copies (what a restart would find)."""
+
+    def __init__(self, fail_on_step: int | None = None) -> None:
+        self.steps: list[Step] = []
+        self.saved: list[tuple[Progress, StepRecord | None]] = []
+        self.dead: list[tuple[Record, str]] = []
+        self.fail_on_step = fail_on_step
+
+    def apply(self, step: Step) -> StepRecord:
+        n = len(self.steps) + 1
+        if n == self.fail_on_step:
+            raise SchemaError("a value does not fit its column")
+        self.steps.append(step)
+        return {"step": n, "hi": step.hi}
+
+    def dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
+        self.dead.extend(dead)
+
+    def save_progress(self, progress: Progress, record: StepRecord | None) -> None:
+        self.saved.append((copy.deepcopy(progress), copy.deepcopy(record)))
+
+    @property
+    def progress(self) -> Progress:
+        return self.saved[-1][0] if self.saved else Progress()
+
+    def rows(self) -> list[tuple[int, int]]:
+        """(commit ts, key) of every applied row."""
+        return [(r.commit_ts, r.columns[0].value) for s in self.steps if isinstance(s, RowBatch)
+                for rows in s.rows.values() for r in rows]
+
+
+def ins(ts: int, key: int) -> RowChange:
+    return RowChange(ts, "s", "t", Op.INSERT, (Column("id", TypeCode.LONG, Flag.HANDLE_KEY, key),))
+
+
+def res(ts: int) -> list[Event]:
+    return [Resolved(ts)]
+
+
+def loop_of(source: FakeSource, applier: FakeApplier, clock: Clock, *, progress: Progress | None = None,
+            **options: object) -> ControlLoop:
+    windower = Windower(source.partitions(), progress or Progress())
+    cursors = windower.progress.cursors
+    source.start({p: cursors[p].offset if p in cursors else None for p in source.partitions()})
+    return ControlLoop(source, source.decode, applier, windower, LoopOptions(**options),  # type: ignore[arg-type]
+                       clock=clock)
+
+
+TWO_PARTITIONS: dict[int, list[list[Event] | bytes]] = {
+    0: [[ins(10, 1)], res(15), [ins(20, 3)], res(25)],
+    1: [[ins(12, 2)], res(15), [ins(22, 4)], res(25)],
+}
+
+
+def test_catch_up_run_applies_every_ready_step_then_ends() -> None:
+    clock = Clock()
+    source, applier = FakeSource(clock, TWO_PARTITIONS), FakeApplier()
+    loop_of(source, applier, clock, until_caught_up=True).run()
+    assert applier.rows() == [(10, 1), (12, 2), (20, 3), (22, 4)]
+    assert applier.progress == Progress(25, {0: Cursor(4, 25), 1: Cursor(4, 25)})
+    assert source.committed[-1] == {0: 4, 1: 4}
+
+
+def test_catch_up_run_waits_for_late_metadata_before_it_ends() -> None:
+    clock = Clock()
+    source = TopicSource(clock, TWO_PARTITIONS, per_poll=4, metadata_down_polls=5)
+    applier = FakeApplier()
+    loop_of(source, applier, clock, until_caught_up=True).run()
+    assert source.metadata_requests > 5  # the source was caught up after one poll; the run kept asking
+    assert applier.rows() == [(10, 1), (12, 2), (20, 3), (22, 4)]
+    assert applier.progress.applied_ts == 25
+
+
+def test_follower_keeps_going_when_caught_up_and_stops_on_request() -> None:
+    clock = Clock()
+    source, applier = FakeSource(clock, TWO_PARTITIONS, per_poll=4), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=False, flush_interval_s=2.0)
+    ticks = 0
+
+    def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks == 3:  # caught up since the first poll: a follower waits for more
+            source.records[0] += [[ins(30, 5)], res(35)]
+            source.records[1] += [res(35)]
+        if ticks == 20:
+            loop.request_stop()
+
+    loop.on_tick = tick
+    loop.run()
+    assert source.polls > 10
+    assert applier.rows() == [(10, 1), (12, 2), (20, 3), (22, 4), (30, 5)]
+    assert applier.progress.applied_ts == 35
+
+
+def test_follower_applies_when_the_flush_interval_passed() -> None:
+    clock = Clock()
+    source, applier = FakeSource(clock, TWO_PARTITIONS, per_poll=4), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=False, flush_interval_s=2.0)
+    seen: list[tuple[float, int]] = []
+
+    def tick() -> None:
+        seen.append((clock.now, len(applier.steps)))
+        if clock.now >= 4.0:
+            loop.request_stop()
+
+    loop.on_tick = tick
+    loop.run()
+    # everything was read by the first poll (t=0.5); the step came once 2 s had passed since the start
+    assert [n for t, n in seen if t < 2.0] == [0] * len([t for t, _ in seen if t < 2.0])
+    assert any(n == 1 for t, n in seen if t >= 2.0)
+    assert applier.rows() == [(10, 1), (12, 2), (20, 3), (22, 4)]
+
+
+def test_a_full_buffer_makes_a_step_due_before_the_flush_interval() -> None:
+    clock = Clock()
+    records: dict[int, list[list[Event] | bytes]] = {
+        0: [[ins(10, 1), ins(11, 2)], res(15), [ins(20, 3), ins(21, 4)], res(25)]}
+    source, applier = FakeSource(clock, records), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=False, flush_interval_s=3600.0, max_buffer_rows=2)
+    applied_when_read: list[int] = []
+
+    def tick() -> None:
+        if source.caught_up() and not applied_when_read:
+            applied_when_read.append(len(applier.steps))
+            loop.request_stop()
+
+    loop.on_tick = tick
+    loop.run()
+    assert applied_when_read == [2]  # both steps came due by size, not by the interval or the stop
+    assert [s.hi for s in applier.steps] == [15, 25]
+    assert clock.now < 3600.0
+
+
+def test_a_failing_apply_stops_the_run_with_progress_not_past_it() -> None:
+    clock = Clock()
+    source, applier = FakeSource(clock, TWO_PARTITIONS), FakeApplier(fail_on_step=2)
+    loop = loop_of(source, applier, clock, until_caught_up=True, max_buffer_rows=1)
+    with pytest.raises(SchemaError):
+        loop.run()
+    assert [s.hi for s in applier.steps] == [15]
+    # a rerun restarts at the rows of the failed step, with the watermark before them
+    assert applier.progress == Progress(15, {0: Cursor(2, 15), 1: Cursor(2, 15)})
+    assert all(c[0] <= 2 and c[1] <= 2 for c in source.committed)
+
+
+def test_dead_letter_with_on_error_stop_stops_before_it() -> None:
+    clock = Clock()
+    records: dict[int, list[list[Event] | bytes]] = {0: [[ins(10, 1)], res(15), BAD, [ins(20, 3)], res(25)]}
+    source, applier = FakeSource(clock, records), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=True, on_error="stop")
+    with pytest.raises(DecodeError, match="partition 0 offset 2"):
+        loop.run()
+    assert [rec.offset for rec, _ in applier.dead] == [2]
+    assert applier.rows() == [(10, 1)]  # what was complete before it is applied
+    assert applier.progress == Progress(15, {0: Cursor(2, 15)})  # a rerun reads the bad message again
+    assert loop.counts.error is not None and loop.counts.dead_letters == 1
+
+
+def test_dead_letter_with_on_error_skip_goes_on() -> None:
+    clock = Clock()
+    records: dict[int, list[list[Event] | bytes]] = {0: [[ins(10, 1)], res(15), BAD, [ins(20, 3)], res(25)]}
+    source, applier = FakeSource(clock, records), FakeApplier()
+    loop_of(source, applier, clock, until_caught_up=True, on_error="skip").run()
+    assert [rec.offset for rec, _ in applier.dead] == [2]
+    assert applier.rows() == [(10, 1), (20, 3)]
+    assert applier.progress == Progress(25, {0: Cursor(5, 25)})
+
+
+def test_a_new_partition_blocks_the_watermark_until_its_first_resolved_event() -> None:
+    clock = Clock()
+    # Partition 1 was added to the topic; it holds a row at ts 12, below the resolved ts 15 that
+    # the old partition already shows. Applying up to 15 before reading it would lose that row.
+    source = TopicSource(clock, {0: [[ins(10, 1)], res(15), [ins(20, 3)], res(25)]},
+                         hidden={1: [[ins(12, 2)], res(15), res(25)]})
+    applier = FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=True)
+    loop.run()
+    assert loop.windower.partitions == [0, 1]
+    assert applier.rows() == [(10, 1), (12, 2), (20, 3)]
+    assert applier.progress == Progress(25, {0: Cursor(4, 25), 1: Cursor(3, 25)})
+
+
+def test_ready_steps_wait_while_metadata_is_unavailable_and_the_budget_ends_the_run() -> None:
+    clock = Clock()
+    source = TopicSource(clock, TWO_PARTITIONS, per_poll=4, metadata_down_polls=-1, budget_s=30.0)
+    applier = FakeApplier()
+    with pytest.raises(KafkaSourceError, match="retry budget 30s"):
+        loop_of(source, applier, clock, until_caught_up=True).run()
+    assert clock.now > 30.0
+    assert applier.steps == [] and applier.saved == []  # nothing applied without fresh metadata, nothing lost
+
+
+def test_progress_is_saved_before_the_consumer_group_is_told() -> None:
+    clock = Clock()
+    events: list[tuple[str, dict[int, int]]] = []
+    source, applier = FakeSource(clock, TWO_PARTITIONS, per_poll=4), FakeApplier()
+    save, commit = applier.save_progress, source.commit
+
+    def saving(progress: Progress, record: StepRecord | None) -> None:
+        events.append(("save", progress.offsets()))
+        save(progress, record)
+
+    def committing(offsets: Mapping[int, int]) -> None:
+        events.append(("commit", dict(offsets)))
+        commit(offsets)
+
+    applier.save_progress = saving  # type: ignore[method-assign]
+    source.commit = committing  # type: ignore[method-assign]
+    loop_of(source, applier, clock, until_caught_up=True).run()
+    assert events
+    for i, (what, offsets) in enumerate(events):
+        if what == "commit":
+            assert events[i - 1] == ("save", offsets)
+
+
+def test_a_ddl_is_its_own_step_between_the_rows_before_and_after_it() -> None:
+    clock = Clock()
+    ddl = DdlEvent(18, "s", "t", 11, "TRUNCATE TABLE t")
+    records: dict[int, list[list[Event] | bytes]] = {0: [[ins(10, 1)], [ddl], [ins(20, 3)], res(25)]}
+    source, applier = FakeSource(clock, records), FakeApplier()
+    loop_of(source, applier, clock, until_caught_up=True).run()
+    assert [type(s).__name__ for s in applier.steps] == ["RowBatch", "DdlStep", "RowBatch"]
+    assert isinstance(applier.steps[1], DdlStep) and applier.progress.ddl_ledger == set()
+    assert applier.progress.applied_ts == 25
