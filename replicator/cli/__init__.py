@@ -84,6 +84,9 @@ def _add_connection(p: argparse.ArgumentParser) -> None:
                    help="undecodable message: dead-letter and stop (default) or skip")
     p.add_argument("--on-ddl-error", choices=["stop", "skip"],
                    help="unmappable DDL: stop (default) or dead-letter and skip")
+    p.add_argument("--table-features", choices=["compatible", "fast"],
+                   help="Delta features of new tables: compatible (default; readable by deltalake and polars, "
+                   "features added by the DDL that needs them) or fast (all up front)")
     p.add_argument("--timezone", help="upstream time zone of TIMESTAMP values (default UTC)")
     p.add_argument("--legacy", choices=["auto", "legacy", "modern"], help="Open Protocol pre-4.0.6 base64 strings")
     p.add_argument("--zero-dates", choices=["error", "null"], help="zero DATE/DATETIME values: error (default) or NULL")
@@ -224,9 +227,11 @@ def cmd_tables(args: argparse.Namespace) -> int:
     if not wh.state_path.exists():
         raise ConfigError(f"{wh.root} is not a replicator warehouse (no _replicator/state.json)")
     state = wh.load_state()
+    from replicator.delta.features import reader_features
+
     rows = [
         {"schema": e.schema_name, "table": e.table, "path": str(Path(e.path).resolve()), "key": e.key,
-         "applied_ts": state.applied_ts}
+         "applied_ts": state.applied_ts, "reader_features": reader_features(e.path)}
         for e in state.live_tables()
     ]
     if args.json:
@@ -238,19 +243,20 @@ def cmd_tables(args: argparse.Namespace) -> int:
     from replicator.events import tso_to_datetime
 
     table = Table(title=f"warehouse {wh.root}")
-    for col in ("schema", "table", "key", "applied watermark", "path"):
+    for col in ("schema", "table", "key", "applied watermark", "reader features", "path"):
         table.add_column(col)
     for r in rows:
         ts = int(state.applied_ts)
         when = tso_to_datetime(ts).isoformat() if ts else "-"
         table.add_row(str(r["schema"]), str(r["table"]), ", ".join(map(str, r["key"])), f"{ts} ({when})",  # type: ignore[call-overload]
-                      str(r["path"]))
+                      ", ".join(r["reader_features"]) or "-", str(r["path"]))  # type: ignore[arg-type]
     Console().print(table)
     return 0
 
 
 def _run_options(s: Settings, *, start: Any = None) -> Any:
     from replicator.codec.values import DecodeOptions
+    from replicator.delta.features import check_profile
     from replicator.engine.pipeline import RunOptions
 
     return RunOptions(
@@ -264,6 +270,7 @@ def _run_options(s: Settings, *, start: Any = None) -> Any:
         start=start,
         max_buffer_rows=int(s.get("max_buffer_rows", 200_000)),
         wait_for_lock=bool(s.get("wait", False)),
+        table_features=check_profile(s.get("table_features", "compatible")),
     )
 
 

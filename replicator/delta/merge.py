@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
 from replicator.engine.window import Change
 from replicator.errors import SchemaError, StateError
@@ -42,11 +43,13 @@ log = logging.getLogger("replicator")
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-TABLE_PROPERTIES = {
-    "delta.columnMapping.mode": "name",
-    "delta.enableDeletionVectors": "true",
-    "delta.enableTypeWidening": "true",
-    "delta.enableChangeDataFeed": "true",
+TABLE_PROPERTIES = create_properties(DEFAULT_PROFILE)
+"""Properties of a new table on the default profile (see replicator/delta/features.py)."""
+
+MERGE_CONF = {
+    # The source is an in-memory Arrow table: deterministic, so Delta need not checkpoint it to
+    # disk before the MERGE (its `auto` default does for every non-Delta source).
+    "spark.databricks.delta.merge.materializeSource": "none",
 }
 _CONFLICT_MARKERS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
                      "ConcurrentDeleteDeleteException", "MetadataChangedException",
@@ -174,8 +177,13 @@ class MergeResult:
 class DeltaApplier:
     """All Delta writes of the engine go through here (one SparkSession, serial per table)."""
 
-    def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator") -> None:
+    def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator",
+                 table_features: str = DEFAULT_PROFILE) -> None:
         self.spark = spark
+        # What a new table gets (`--table-features`); a table keeps whatever it already has.
+        self.table_features: Profile = check_profile(table_features)
+        # Per-MERGE session confs (`make bench` measures them; see MERGE_CONF).
+        self.merge_conf = dict(MERGE_CONF)
         self.app_id_prefix = app_id_prefix
         # A user's OPTIMIZE / DELETE / ALTER committing during our MERGE or DDL statement makes Delta
         # reject ours (nothing of it committed); re-running it is safe. Jittered exponential
@@ -191,7 +199,8 @@ class DeltaApplier:
         """CREATE TABLE IF NOT EXISTS at `path` (idempotent: re-running after a crash is a no-op)."""
         clear_unborn_table(path)
         cols = ", ".join(column_ddl(c) for c in spec.columns)
-        props = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in TABLE_PROPERTIES.items())
+        props = ", ".join(f"{quote_string(k)} = {quote_string(v)}"
+                          for k, v in create_properties(self.table_features).items())
         comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
         self.sql(f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({cols}) USING delta{comment} TBLPROPERTIES ({props})")
 
@@ -219,6 +228,17 @@ class DeltaApplier:
 
     def table_version(self, path: str) -> int:
         return int(self._snapshot(path).version())
+
+    def cached_version(self, path: str) -> int:
+        """The version of the session's cached snapshot of the table, without listing the log.
+
+        Right after a MERGE of this session it is the MERGE's own commit (Delta installs the
+        post-commit snapshot) or, for a skipped MERGE, the snapshot the MERGE read. Saves the log
+        listing and snapshot rebuild `table_version` costs after every MERGE.
+        """
+        jvm: Any = self.spark._jvm
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
+        return int(log.unsafeVolatileSnapshot().version())
 
     def txn_version(self, path: str, app_id: str) -> int:
         """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
@@ -304,6 +324,8 @@ class DeltaApplier:
             conf.set("spark.databricks.delta.write.txnAppId", app_id)
             conf.set("spark.databricks.delta.write.txnVersion", str(version))
             conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(metadata, sort_keys=True))
+            for k, v in self.merge_conf.items():
+                conf.set(k, v)
             result = self.sql_retrying(self.merge_sql(path, spec, view, key_range), f"MERGE into {path}")
         except Exception as exc:
             if is_missing_file(exc):
@@ -319,6 +341,8 @@ class DeltaApplier:
             conf.unset("spark.databricks.delta.write.txnAppId")
             conf.unset("spark.databricks.delta.write.txnVersion")
             conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            for k in self.merge_conf:
+                conf.unset(k)
             self.spark.catalog.dropTempView(view)
         skipped = not result
-        return MergeResult(len(changes), len(changes) - deletes, deletes, self.table_version(path), skipped)
+        return MergeResult(len(changes), len(changes) - deletes, deletes, self.cached_version(path), skipped)
