@@ -66,7 +66,10 @@ STATE_FORMAT = 1
 STATE_FILE = "binlog.json"
 TABLES_DIR = "binlog"
 APP_ID_PREFIX = "binlog"
-TABLE_PROPERTIES = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}
+# No deletion vectors (polars and deltalake read the tables' files as they are; see
+# replicator/delta/features.py). Column mapping stays: DROP COLUMN needs it, and this applier
+# does not rewrite tables.
+TABLE_PROPERTIES = {"delta.columnMapping.mode": "name", "delta.enableChangeDataFeed": "true"}
 _STMT_BITS = 20  # statements per transaction < 2**20
 _STEP_BITS = 8  # Delta writes per statement < 2**8
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
