@@ -79,7 +79,7 @@ class BenchConfig:
     tables: int = 10
     partitions: int = 3
     protocols: tuple[str, ...] = ("open", "craft")
-    sections: tuple[str, ...] = ("codec", "e2e", "scale", "profile")
+    sections: tuple[str, ...] = ("codec", "e2e", "scale", "features", "profile")
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
@@ -1039,6 +1039,10 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
         ]
         for label, _, _ in _STAGES:
             lines.append(f"| {label} | " + " | ".join(f"{prof[p]['stages'][label]:.2f} s" for p in protos) + " |")
+    if results.get("features"):
+        from bench.features import render_markdown as render_features
+
+        lines += ["", render_features(results["features"])]
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
@@ -1159,7 +1163,7 @@ def run(cfg: BenchConfig, argv: Sequence[str]) -> dict[str, Any]:
         log.info("section 1: codecs")
         results["codec"] = bench_codecs(cfg)
     need_broker = "e2e" in cfg.sections or "profile" in cfg.sections
-    need_spark = need_broker or "scale" in cfg.sections
+    need_spark = need_broker or "scale" in cfg.sections or "features" in cfg.sections
     with _scratch(cfg.keep) as scratch, contextlib.ExitStack() as stack:
         bootstrap = ""
         if need_broker:
@@ -1182,6 +1186,11 @@ def run(cfg: BenchConfig, argv: Sequence[str]) -> dict[str, Any]:
             if "scale" in cfg.sections:
                 log.info("section 3: scale")
                 results["scale"] = bench_scale(spark, cfg, scratch)
+            if "features" in cfg.sections:  # bench/features.py
+                from bench.features import bench_features
+
+                results["features"] = bench_features(spark, scratch, repeat=3 if cfg.quick else 7,
+                                                     sizes=cfg.scale_sizes[-2:-1] or cfg.scale_sizes[:1])
             if "profile" in cfg.sections:
                 log.info("section 5: profile")
                 results["profile"] = profile_engine(spark, cfg, bootstrap, scratch)
@@ -1205,7 +1214,9 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--quick", action="store_true", help="short smoke run: fewer rounds, smaller workloads and tables")
     p.add_argument("--out", type=Path, default=Path("bench"), help="output directory (default bench/)")
     p.add_argument("--protocols", default="open,craft", help="end-to-end protocols (default open,craft)")
-    p.add_argument("--sections", default="codec,e2e,scale,profile", help="which sections (default all)")
+    p.add_argument("--sections", default="codec,e2e,scale,features,profile", help="which sections (default all)")
+    p.add_argument("--table-features", choices=["compatible", "fast"], default=None,
+                   help="profile of the replicator's tables (sets REPLICATOR_TABLE_FEATURES for the runs)")
     p.add_argument("--scale-sizes", help="table sizes for the MERGE scale section (default 100000,1000000,10000000; "
                    "--quick: 100000,300000,1000000)")
     p.add_argument("--scale-repeat", type=int, default=None, help="MERGE rounds per size and mode (default 3)")
@@ -1218,7 +1229,10 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.events = a.events if a.events is not None else (20_000 if a.quick else 1_000_000)
     cfg.protocols = tuple(x.strip() for x in a.protocols.split(",") if x.strip())
     cfg.sections = tuple(x.strip() for x in a.sections.split(",") if x.strip())
-    unknown = set(cfg.sections) - {"codec", "e2e", "scale", "profile"} | set(cfg.protocols) - {"open", "craft"}
+    if a.table_features:
+        os.environ["REPLICATOR_TABLE_FEATURES"] = a.table_features
+    sections = {"codec", "e2e", "scale", "features", "profile"}
+    unknown = set(cfg.sections) - sections | set(cfg.protocols) - {"open", "craft"}
     if unknown:
         p.error(f"unknown section or protocol: {', '.join(sorted(unknown))}")
     if a.scale_sizes:
