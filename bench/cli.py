@@ -48,6 +48,8 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--scale-repeat", type=int, default=None, help="MERGE rounds per size and mode (default 3)")
     p.add_argument("--profile-events", type=int, default=None, help="row changes for the profiled run (default 20,000)")
     p.add_argument("--max-buffer-rows", type=int, default=200_000, help="passed to replicator run (default 200,000)")
+    p.add_argument("--table-features", choices=["compatible", "fast"], default=None,
+                   help="profile of the replicator's tables in the end-to-end runs (sets REPLICATOR_TABLE_FEATURES)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
@@ -55,6 +57,8 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.events = a.events if a.events is not None else (20_000 if a.quick else 1_000_000)
     cfg.protocols = tuple(x.strip() for x in a.protocols.split(",") if x.strip())
     cfg.sections = tuple(x.strip() for x in a.sections.split(",") if x.strip())
+    if a.table_features:
+        os.environ["REPLICATOR_TABLE_FEATURES"] = a.table_features
     unknown = set(cfg.sections) - set(section_names()) | set(cfg.protocols) - set(PROTOCOLS)
     if unknown:
         p.error(f"unknown section or protocol: {', '.join(sorted(unknown))}")

@@ -36,7 +36,7 @@ class BenchConfig:
     tables: int = 10
     partitions: int = 3
     protocols: tuple[str, ...] = PROTOCOLS
-    sections: tuple[str, ...] = ("codec", "e2e", "scale", "profile")  # names in bench.sections.SECTIONS
+    sections: tuple[str, ...] = ("codec", "e2e", "scale", "features", "profile")  # names in bench.sections.SECTIONS
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000

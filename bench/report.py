@@ -64,7 +64,8 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     (a new section adds its block to this tuple)."""
     lines = _header_md(results, cfg)
     e2e, resources = _e2e_md(results, cfg)
-    for block in (_codec_md(results), e2e, _scale_md(results), resources, _profile_md(results, cfg)):
+    for block in (_codec_md(results), e2e, _scale_md(results), _features_md(results), resources,
+                  _profile_md(results, cfg)):
         lines += block
     notes = results.get("notes")
     if notes:
@@ -72,6 +73,15 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     lines += ["", "Raw figures: `bench/results.json` (not committed). Re-run: `make bench` "
                   "(`make bench BENCH_ARGS=\"--events 100000\"`; `--quick` for a short smoke run).", ""]
     return "\n".join(lines)
+
+
+def _features_md(results: dict[str, Any]) -> list[str]:
+    """Table features: a 100-row MERGE vs a 100-row append per profile; deletion vectors at scale."""
+    if not results.get("features"):
+        return []
+    from bench.features import render_markdown as render_features
+
+    return ["", render_features(results["features"])]
 
 
 def _header_md(results: dict[str, Any], cfg: BenchConfig) -> list[str]:

@@ -83,6 +83,14 @@ def _scale(ctx: Context) -> None:
     ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
 
 
+def _features(ctx: Context) -> None:
+    from bench.features import bench_features
+
+    cfg = ctx.cfg
+    ctx.results["features"] = bench_features(ctx.spark, ctx.scratch, repeat=3 if cfg.quick else 7,
+                                             sizes=cfg.scale_sizes[-2:-1] or cfg.scale_sizes[:1])
+
+
 def _profile(ctx: Context) -> None:
     ctx.results["profile"] = profile_engine(ctx.spark, ctx.cfg, ctx.bootstrap, ctx.scratch)
 
@@ -91,6 +99,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("codec", "1: codecs", before_spark=_codec),
     Section("e2e", "2: end to end", needs_broker=True, before_spark=_e2e, with_spark=_e2e_finish),
     Section("scale", "3: scale", with_spark=_scale),
+    Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
+            with_spark=_features),
     Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs)."""

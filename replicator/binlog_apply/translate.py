@@ -35,7 +35,9 @@ from replicator.delta.typemap import column_from_def, quote_ident, quote_string,
 from replicator.delta.warehouse import safe_segment
 from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
 
-TABLE_PROPERTIES = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}
+# No deletion vectors (polars reads the tables' files as they are; see replicator/delta/features.py).
+# Column mapping stays: DROP COLUMN needs it, and this applier does not rewrite tables.
+TABLE_PROPERTIES = {"delta.columnMapping.mode": "name", "delta.enableChangeDataFeed": "true"}
 
 NON_DETERMINISTIC = frozenset({
     "UUID", "UUID_SHORT", "NOW", "SYSDATE", "RAND", "RANDOM_BYTES", "CURRENT_TIMESTAMP", "CURRENT_DATE",

@@ -33,6 +33,9 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help=f"undecodable message: dead-letter and stop or skip (default {d['on_error']})")
     p.add_argument("--on-ddl-error", choices=["stop", "skip"],
                    help=f"unmappable DDL: stop or dead-letter and skip (default {d['on_ddl_error']})")
+    p.add_argument("--table-features", choices=["compatible", "fast"],
+                   help="Delta features of new tables: compatible (readable by deltalake and polars; a DDL that "
+                        f"needs more rewrites the table) or fast (everything up front) (default {d['table_features']})")
     p.add_argument("--timezone", help=f"upstream time zone of TIMESTAMP values (default {d['timezone']})")
     p.add_argument("--legacy", choices=["auto", "legacy", "modern"],
                    help=f"Open Protocol pre-4.0.6 base64 strings (default {d['legacy']})")
@@ -78,6 +81,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         until_caught_up=s.until_caught_up,
         on_error=s.on_error,
         on_ddl_error=s.on_ddl_error,
+        table_features=s.table_features,
         decode=DecodeOptions(timezone=time_zone(s.timezone), legacy=s.legacy, zero_dates=s.zero_dates),
         start=start,
         max_buffer_rows=s.max_buffer_rows,

@@ -81,6 +81,7 @@ class ReplicatorSettings(BaseSettings):
     until_caught_up: StrictBool = False
     on_error: Literal["stop", "skip"] = "stop"
     on_ddl_error: Literal["stop", "skip"] = "stop"
+    table_features: Literal["compatible", "fast"] = "compatible"
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     zero_dates: Literal["error", "null"] = "error"

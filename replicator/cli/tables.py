@@ -29,9 +29,10 @@ def tables(cmd: TablesCommand) -> int:
     from rich.table import Table
 
     table = Table(title=f"warehouse {root}")
-    for col in ("schema", "table", "key", "applied watermark", "path", "source"):
+    for col in ("schema", "table", "key", "applied watermark", "reader features", "path", "source"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.schema, r.table, ", ".join(r.key), r.applied_text(), r.path, r.source)
+        table.add_row(r.schema, r.table, ", ".join(r.key), r.applied_text(), ", ".join(r.reader_features) or "-",
+                      r.path, r.source)
     Console().print(table)
     return 0

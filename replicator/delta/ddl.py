@@ -15,7 +15,9 @@ never commits half a DDL to the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqlglot import exp
 
 from replicator.delta import ddlparse as dp
+from replicator.delta import features
 from replicator.delta.merge import DeltaApplier, column_ddl, delta_ref, is_conflict
 from replicator.delta.typemap import (
     ColumnSpec,
@@ -64,6 +67,7 @@ class DdlApplier:
     def __init__(self, applier: DeltaApplier, warehouse: Warehouse) -> None:
         self.delta = applier
         self.warehouse = warehouse
+        self.step = 0  # the step log number of the DDL being applied (feature upgrades' userMetadata)
 
     def apply(self, state: State, ddl: DdlEvent) -> DdlOutcome:
         """Apply one DDL event to `state` and Delta.
@@ -80,6 +84,7 @@ class DdlApplier:
             raise DdlError(_context(f"DDL type {ddl.ddl_type} ({rule.name}) is {rule.operation}", ddl))
         tables = {uid: e.model_copy(deep=True) for uid, e in state.tables.items()}
         schemas = list(state.schemas)
+        self.step = state.steps + 1
         try:
             return rule.handler(self, state, ddl)
         except DdlError as exc:
@@ -116,6 +121,38 @@ class DdlApplier:
         if not self.has_feature(path, feature):
             self.sql(f"ALTER TABLE {delta_ref(path)} SET TBLPROPERTIES ({quote_string('delta.feature.' + feature)} "
                      "= 'supported')")
+
+    def table_property(self, path: str, key: str) -> str | None:
+        """A table property of the latest snapshot (None when unset)."""
+        opt = self._snapshot(path).metadata().configuration().get(key)
+        return str(opt.get()) if opt.isDefined() else None
+
+    def enable_feature(self, path: str, feature: str, ddl: DdlEvent) -> bool:
+        """Enable a reader feature (features.FEATURE_PROPERTY) once; True when this call did.
+
+        Check-before-alter: a re-run after a kill finds the property set and changes nothing. The
+        commit carries the step's userMetadata (kind "feature") like a MERGE's, so the table's
+        history says which step upgraded it; the DDL's step log record names it too.
+        """
+        key, value = features.FEATURE_PROPERTY[feature]
+        current = self.table_property(path, key)
+        if features.enabled({} if current is None else {key: current}, feature):
+            return False
+        meta = {"replicator": {"step": self.step, "applied_ts": ddl.commit_ts, "kind": "feature",
+                               "feature": feature}}
+        with self.user_metadata(meta):
+            self.sql(f"ALTER TABLE {delta_ref(path)} SET TBLPROPERTIES ({quote_string(key)} = {quote_string(value)})")
+        return True
+
+    @contextlib.contextmanager
+    def user_metadata(self, meta: dict[str, Any]) -> Iterator[None]:
+        """Session conf: the commits made inside carry `meta` as their userMetadata."""
+        conf = self.delta.spark.conf
+        conf.set("spark.databricks.delta.commitInfo.userMetadata", json.dumps(meta, sort_keys=True))
+        try:
+            yield
+        finally:
+            conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
     def ensure_types(self, path: str, types: Iterable[str]) -> None:
         """TIMESTAMP_NTZ columns added after CREATE need the `timestampNtz` feature first."""
@@ -357,6 +394,22 @@ class _Alter:
     def put(self, old_name: str, col: ColumnSpec) -> None:
         self.spec = self.spec.with_columns([col if c.name == old_name else c for c in self.spec.columns])
 
+    def feature(self, name: str) -> None:
+        """Enable a table feature this change needs (once; noted in the DDL's outcome)."""
+        if self.applier.enable_feature(self.path, name, self.ddl):
+            self.done.append(f"table feature {name} enabled")
+
+    def in_place(self, feature: str) -> bool:
+        """Change the table in place with `feature` (it has it, or the `fast` profile enables it now),
+        or False: rewrite it instead, keeping it readable by deltalake and polars (features.py)."""
+        key, _ = features.FEATURE_PROPERTY[feature]
+        if features.enabled({key: self.applier.table_property(self.path, key) or ""}, feature):
+            return True
+        if self.applier.delta.table_features == "fast":
+            self.feature(feature)
+            return True
+        return False
+
 
 def _alter_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Every ALTER TABLE action in statement order (codes 5, 6, 12, 15, 17, 32, 33 share it)."""
@@ -513,8 +566,10 @@ def _drop_columns(alt: _Alter, action: exp.Drop) -> None:
         return
     fields = alt.applier.fields(alt.path)
     present = [n for n in names if _field(fields, n) is not None]
-    if present:
+    if present and alt.in_place("columnMapping"):  # metadata-only, and only allowed, with column mapping
         alt.applier.sql(f"ALTER TABLE {alt.ref} DROP COLUMNS ({', '.join(quote_ident(n) for n in present)})")
+    elif present:
+        _rewrite_table(alt, f"drop {', '.join(present)}", drop=present)
     alt.spec = alt.spec.with_columns([c for c in alt.spec.columns if c.name not in names])
     alt.done.append("dropped " + ", ".join(names))
 
@@ -527,8 +582,10 @@ def _rename_column(alt: _Alter, old: str, new: str) -> None:
     if clash is not None and clash.name.lower() != old.lower():
         raise DdlError(f"cannot rename column {old!r} to {new!r}: that column exists")
     fields = alt.applier.fields(alt.path)
-    if old in fields and new not in fields:
+    if old in fields and new not in fields and alt.in_place("columnMapping"):
         alt.applier.sql(f"ALTER TABLE {alt.ref} RENAME COLUMN {quote_ident(old)} TO {quote_ident(new)}")
+    elif old in fields and new not in fields:
+        _rewrite_table(alt, f"rename {old} -> {new}", rename={old: new})
     elif new not in fields:
         raise DdlError(f"Delta table {alt.path} has neither column {old!r} nor {new!r}")
     col = alt.column(old)
@@ -560,8 +617,13 @@ def _modify_column(alt: _Alter, action: exp.ModifyColumn) -> None:
                 else "Delta type already changed")
     elif dp.can_widen(delta_type, target):
         alt.applier.ensure_types(alt.path, [target])
-        alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(new.name)} TYPE {target}")
-        what = f"widened {delta_type} -> {target}"
+        if alt.in_place("typeWidening"):
+            alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(new.name)} TYPE {target}")
+            what = f"widened {delta_type} -> {target}"
+        else:
+            _rewrite_table(alt, f"widen {new.name} to {target}",
+                           cast={new.name: f"CAST({quote_ident(new.name)} AS {target})"})
+            what = f"widened {delta_type} -> {target} (table rewritten)"
     else:
         _rewrite_column(alt, new, delta_type)
         nullable = True
@@ -595,6 +657,18 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
     fields = alt.applier.fields(alt.path)
     if _field(fields, tmp) is None and _field(fields, name) is None:
         raise DdlError(f"Delta table {alt.path} has no column {name!r}")
+    if _field(fields, name) is not None and not alt.in_place("columnMapping"):
+        # No column mapping (the DROP and RENAME below need it): one overwrite with the cast instead
+        # (dropping a temp column an interrupted rewrite of an older build left behind).
+        alt.applier.ensure_types(alt.path, [new.spark_type])
+        _rewrite_table(alt, f"retype {name} to {new.spark_type}",
+                       cast={name: dp.cast_expr(name, delta_type, new.spark_type)},
+                       drop=[tmp] if _field(fields, tmp) is not None else [],
+                       failure=f"values of column {name!r} do not convert from {delta_type} to {new.spark_type}")
+        retyped = _field(alt.applier.fields(alt.path), name)
+        if retyped is not None and not retyped.nullable:  # as the temp-column path leaves it: nullable
+            alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(name)} DROP NOT NULL")
+        return
     if _field(fields, tmp) is None:
         alt.applier.ensure_types(alt.path, [new.spark_type])
         tmp_col = replace(new, name=tmp, nullable=True)
@@ -620,6 +694,50 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
     where = f"AFTER {quote_ident(before[-1])}" if before else "FIRST"
     if pos < len(order) - 1:
         alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(name)} {where}")
+
+
+def _rewrite_table(alt: _Alter, what: str, *, rename: dict[str, str] | None = None, drop: Sequence[str] = (),
+                   cast: dict[str, str] | None = None, failure: str | None = None) -> None:
+    """Rename, drop or retype columns by rewriting the table in one overwrite commit.
+
+    Why (profile `compatible`): RENAME/DROP COLUMN in place need column mapping, and a widening
+    MODIFY type widening; both are reader features polars (and, for type widening, deltalake)
+    cannot read, and deltalake 1.6 reads a column renamed after column mapping was enabled on an
+    existing table as NULLs (tests/integration/test_table_features.py). An overwrite keeps the
+    protocol as it is. Atomic (one commit): a kill leaves the old or the new table, and the re-run
+    sees the new schema (check-before-alter in the callers). Column metadata (comment, default)
+    is carried over; NOT NULL is not (a Delta overwrite writes every column nullable, and Delta
+    cannot SET NOT NULL afterwards; the MERGE never writes a NULL key). `cast` maps a column to a
+    SQL expression (`failure`: a value that does not convert becomes a DdlError, nothing committed).
+    """
+    from pyspark.sql import functions as F
+
+    rename, cast = rename or {}, cast or {}
+    spark = alt.applier.delta.spark
+    meta = {"replicator": {"step": alt.applier.step, "applied_ts": alt.ddl.commit_ts, "kind": "ddl",
+                           "rewrite": what}}
+    attempt = 0
+    while True:
+        df = spark.read.format("delta").load(alt.path)
+        cols = [(F.expr(cast[f.name]) if f.name in cast else F.col(quote_ident(f.name)))
+                .alias(rename.get(f.name, f.name), metadata=f.metadata)
+                for f in df.schema.fields if f.name not in drop]
+        try:
+            with alt.applier.user_metadata(meta):
+                (df.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+                 .save(alt.path))
+            break
+        except Exception as exc:
+            if is_conflict(exc) and attempt < alt.applier.delta.max_retries:
+                attempt += 1
+                alt.applier.delta.conflict_backoff(attempt, f"rewrite of {alt.path}", exc)
+                continue
+            if failure is None or is_conflict(exc):
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DdlError(f"{failure}: {first}") from None
+    fault_point("mid_ddl")
+    alt.done.append(f"table rewritten ({what})")
 
 
 def _alter_column(alt: _Alter, action: exp.AlterColumn) -> None:
@@ -763,23 +881,25 @@ _RULES: tuple[DdlRule, ...] = (
             _create_schema),
     DdlRule(2, "Drop Schema", "apply", "catalog: its live tables become dropped (files kept, recoverable)",
             _drop_schema),
-    DdlRule(3, "Create Table", "apply", "`CREATE TABLE IF NOT EXISTS` at a new path (column mapping, deletion "
-            "vectors, type widening, CDF); `IF NOT EXISTS`; `LIKE` copies the catalog spec; the partition "
-            "definition is kept in the catalog", _create_table),
+    DdlRule(3, "Create Table", "apply", "`CREATE TABLE IF NOT EXISTS` at a new path (CDF; `--table-features "
+            "fast`: also column mapping, deletion vectors, type widening); `IF NOT EXISTS`; `LIKE` copies the "
+            "catalog spec; the partition definition is kept in the catalog", _create_table),
     DdlRule(4, "Drop Table", "apply", "catalog: each named table becomes dropped (hidden from `replicator "
             "tables`, files kept until purged)", _drop_table),
     DdlRule(5, "Add Column", "apply", f"`{_ALTER} ADD COLUMNS` (nullable, at the end), then one `UPDATE` giving "
             "existing rows the upstream default (the type's zero value for NOT NULL without default)", _alter_table),
-    DdlRule(6, "Drop Column", "apply", f"`{_ALTER} DROP COLUMNS` (metadata-only under column mapping)",
+    DdlRule(6, "Drop Column", "apply", f"`{_ALTER} DROP COLUMNS` (metadata-only; enables column mapping first)",
             _alter_table),
     _noop(7, "Add Index", "no-op: Delta has no secondary indexes"),
     _noop(8, "Drop Index", "no-op: Delta has no secondary indexes"),
     _noop(9, "Add Foreign Key", "no-op: Delta enforces no foreign keys"),
     _noop(10, "Drop Foreign Key", "no-op: Delta enforces no foreign keys"),
     DdlRule(11, "Truncate Table", "apply", "`DELETE FROM` without predicate (metadata-only)", _truncate_table),
-    DdlRule(12, "Modify Column", "apply", "`RENAME COLUMN` when renamed; same Delta type (e.g. VARCHAR length, ENUM "
-            f"labels): catalog only; widening: `{_ALTER} ALTER COLUMN .. TYPE`; any other type: rewrite (temp column, "
-            "`UPDATE` with `CAST`, drop, rename, reposition); `DROP NOT NULL`, comment and default follow",
+    DdlRule(12, "Modify Column", "apply", "`RENAME COLUMN` when renamed (enables column mapping); same Delta type "
+            f"(e.g. VARCHAR length, ENUM labels): catalog only; widening: `{_ALTER} ALTER COLUMN .. TYPE` with type "
+            "widening (`fast`, or a table that has it), else one overwrite of the table with the column cast; any "
+            "other type: rewrite (temp column, `UPDATE` with `CAST`, drop, rename, reposition; column mapping); "
+            "`DROP NOT NULL`, comment and default follow",
             _alter_table),
     _noop(13, "Rebase Auto ID", "no-op: auto-increment counters are not table data"),
     DdlRule(14, "Rename Table", "apply", "catalog: the entry (uid, path, history) takes the new name; `RENAME TABLE` "

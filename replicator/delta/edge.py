@@ -22,7 +22,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -93,20 +93,22 @@ class DeltaEdge:
         time.sleep(delay)
 
     @contextmanager
-    def idempotent(self, app_id: str, version: int, metadata: str) -> Iterator[None]:
+    def idempotent(
+        self, app_id: str, version: int, metadata: str, extra_conf: Mapping[str, str] | None = None
+    ) -> Iterator[None]:
         """Delta writes inside commit with (txnAppId, txnVersion) = (`app_id`, `version`) and
         `metadata` as the commit's userMetadata; Delta skips one whose version it already committed
-        for that appId. The confs are unset on the way out, whatever happens."""
+        for that appId. `extra_conf` (e.g. the MERGE's own settings) is set alongside. The confs are
+        unset on the way out, whatever happens."""
         conf = self.spark.conf
+        confs = {TXN_APP_ID: app_id, TXN_VERSION: str(version), USER_METADATA: metadata, **(extra_conf or {})}
         try:
-            conf.set(TXN_APP_ID, app_id)
-            conf.set(TXN_VERSION, str(version))
-            conf.set(USER_METADATA, metadata)
+            for k, v in confs.items():
+                conf.set(k, v)
             yield
         finally:
-            conf.unset(TXN_APP_ID)
-            conf.unset(TXN_VERSION)
-            conf.unset(USER_METADATA)
+            for k in confs:
+                conf.unset(k)
 
     # -- the Delta log ---------------------------------------------------------------------------
     def snapshot(self, path: str) -> Any:
@@ -118,6 +120,18 @@ class DeltaEdge:
 
     def table_version(self, path: str) -> int:
         return int(self.snapshot(path).version())
+
+    def cached_version(self, path: str) -> int:
+        """The version of the session's cached snapshot of the table, without listing the log.
+
+        Right after a write of this session it is that write's own commit (Delta installs the
+        post-commit snapshot) or, for a skipped idempotent write, the snapshot it read. Saves the
+        log listing and snapshot rebuild `table_version` costs after every MERGE.
+        """
+        jvm: Any = self.spark._jvm
+        assert jvm is not None, "the SparkSession has no JVM gateway"
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
+        return int(delta_log.unsafeVolatileSnapshot().version())
 
     def txn_version(self, path: str, app_id: str) -> int:
         """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""

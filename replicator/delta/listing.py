@@ -7,11 +7,13 @@ Both catalogs are read here, so the listing does not depend on which source ran 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from replicator.delta.features import reader_features
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
 
@@ -30,11 +32,13 @@ class ListedTable:
     source: Source
     applied_ts: int | None = None
     applied_seq: int | None = None
+    reader_features: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The `replicator tables --json` object (keys as before, plus `source`)."""
+        """The `replicator tables --json` object (keys as before, plus `source` and `reader_features`)."""
         return {"schema": self.schema, "table": self.table, "path": self.path, "key": list(self.key),
-                "applied_ts": self.applied_ts, "source": self.source}
+                "applied_ts": self.applied_ts, "source": self.source,
+                "reader_features": list(self.reader_features)}
 
     def applied_text(self) -> str:
         """The readable "applied watermark" cell."""
@@ -73,4 +77,4 @@ def list_tables(root: str | os.PathLike[str]) -> tuple[Path, list[ListedTable]]:
              for t in bstate.tables if t.status == "live"),
             key=lambda r: (r.schema, r.table),
         )
-    return wh.root, rows
+    return wh.root, [dataclasses.replace(r, reader_features=tuple(reader_features(r.path))) for r in rows]

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from replicator.delta.edge import DeltaEdge
 from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
+from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
 from replicator.engine.window import Change
 from replicator.errors import SchemaError, StateError
@@ -42,11 +43,13 @@ log = logging.getLogger("replicator")
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-TABLE_PROPERTIES = {
-    "delta.columnMapping.mode": "name",
-    "delta.enableDeletionVectors": "true",
-    "delta.enableTypeWidening": "true",
-    "delta.enableChangeDataFeed": "true",
+TABLE_PROPERTIES = create_properties(DEFAULT_PROFILE)
+"""Properties of a new table on the default profile (see replicator/delta/features.py)."""
+
+MERGE_CONF = {
+    # The source is an in-memory Arrow table: deterministic, so Delta need not checkpoint it to
+    # disk before the MERGE (its `auto` default does for every non-Delta source).
+    "spark.databricks.delta.merge.materializeSource": "none",
 }
 
 
@@ -166,8 +169,13 @@ class DeltaApplier(DeltaEdge):
 
     Statement execution, conflict retries and Delta log lookups are the edge's (`DeltaEdge`)."""
 
-    def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator") -> None:
+    def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator",
+                 table_features: str = DEFAULT_PROFILE) -> None:
         super().__init__(spark)
+        # What a new table gets (`--table-features`); a table keeps whatever it already has.
+        self.table_features: Profile = check_profile(table_features)
+        # Per-MERGE session confs (`make bench` measures them; see MERGE_CONF).
+        self.merge_conf = dict(MERGE_CONF)
         self.app_id_prefix = app_id_prefix
         # Bound the ON clause to the source's key range so Delta skips files (see module doc);
         # `make bench` turns it off to measure the difference.
@@ -178,7 +186,8 @@ class DeltaApplier(DeltaEdge):
         """CREATE TABLE IF NOT EXISTS at `path` (idempotent: re-running after a crash is a no-op)."""
         clear_unborn_table(path)
         cols = ", ".join(column_ddl(c) for c in spec.columns)
-        props = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in TABLE_PROPERTIES.items())
+        props = ", ".join(f"{quote_string(k)} = {quote_string(v)}"
+                          for k, v in create_properties(self.table_features).items())
         comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
         self.sql(f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({cols}) USING delta{comment} TBLPROPERTIES ({props})")
 
@@ -245,7 +254,7 @@ class DeltaApplier(DeltaEdge):
         df = self.spark.createDataFrame(source)
         df.createOrReplaceTempView(view)
         try:
-            with self.idempotent(self.app_id(uid), version, json.dumps(metadata, sort_keys=True)):
+            with self.idempotent(self.app_id(uid), version, json.dumps(metadata, sort_keys=True), self.merge_conf):
                 result = self.sql_retrying(self.merge_sql(path, spec, view, key_range), f"MERGE into {path}")
         except Exception as exc:
             if is_missing_file(exc):
@@ -260,4 +269,4 @@ class DeltaApplier(DeltaEdge):
         finally:
             self.spark.catalog.dropTempView(view)
         skipped = not result
-        return MergeResult(len(changes), len(changes) - deletes, deletes, self.table_version(path), skipped)
+        return MergeResult(len(changes), len(changes) - deletes, deletes, self.cached_version(path), skipped)

@@ -56,6 +56,7 @@ class RunOptions:
     flush_interval_s: float = 2.0
     wait_for_lock: bool = False
     progress: bool | None = None  # None: a live display when stderr is a terminal
+    table_features: str = "compatible"  # what new tables get (replicator/delta/features.py)
 
 
 @dataclass
@@ -259,7 +260,7 @@ class WarehouseApplier:
             from replicator.delta.merge import DeltaApplier
             from replicator.delta.spark import get_spark
 
-            self._delta = DeltaApplier(self._spark or get_spark())
+            self._delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
         return self._delta
 
     @property

