@@ -110,6 +110,17 @@ class DeltaEdge:
             for k in confs:
                 conf.unset(k)
 
+    @contextmanager
+    def user_metadata(self, metadata: str) -> Iterator[None]:
+        """Commits made inside carry `metadata` as their userMetadata (a non-idempotent write that
+        should still say which step made it, e.g. a table-feature upgrade)."""
+        conf = self.spark.conf
+        conf.set(USER_METADATA, metadata)
+        try:
+            yield
+        finally:
+            conf.unset(USER_METADATA)
+
     # -- the Delta log ---------------------------------------------------------------------------
     def snapshot(self, path: str) -> Any:
         """Fresh DeltaLog snapshot through py4j: version, txn ids, protocol and metadata."""

@@ -13,7 +13,7 @@ tables, kept true by tests/integration/test_table_features.py; the README has th
 
 Profiles (`--table-features`):
 - `compatible` (default): CREATE TABLE sets only the change data feed; RENAME / DROP COLUMN and
-  type changes rewrite the table in one overwrite commit (replicator/delta/ddl.py
+  type changes rewrite the table in one overwrite commit (replicator/delta/ddl/alter.py
   `_rewrite_table`) rather than enable column mapping or type widening, so every reader above
   reads every table. A table that already has a feature gets the DDL in place.
 - `fast`: everything up front (column mapping, deletion vectors, type widening, CDF), as before.

@@ -1,0 +1,31 @@
+"""DDL events -> Delta operations and catalog changes, one module per concern: `applier` (the
+`DdlApplier` and its Delta helpers), `tables` (schemas, tables, partitions), `alter` (ALTER TABLE),
+`rules` (the code -> operation table `DDL_TYPES` and the README's DDL table rendered from it)."""
+
+from replicator.delta.ddl.applier import TMP_PREFIX, DdlApplier, DdlOutcome, Handler, Kind
+from replicator.delta.ddl.rules import (
+    DDL_NAMES,
+    DDL_TYPES,
+    HANDLERS,
+    DdlRule,
+    readme_region,
+    render_ddl_markdown,
+    update_readme,
+)
+from replicator.delta.ddl.tables import adopt_handle_key
+
+__all__ = [
+    "DDL_NAMES",
+    "DDL_TYPES",
+    "HANDLERS",
+    "TMP_PREFIX",
+    "DdlApplier",
+    "DdlOutcome",
+    "DdlRule",
+    "Handler",
+    "Kind",
+    "adopt_handle_key",
+    "readme_region",
+    "render_ddl_markdown",
+    "update_readme",
+]

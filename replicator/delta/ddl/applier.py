@@ -1,0 +1,192 @@
+"""DDL events -> Delta operations and catalog changes.
+
+One declarative table (`DDL_TYPES`) maps every TiDB DDL type code (1-36) to its name and to a
+Delta operation, or to an explicit "no-op: reason" / "unsupported: reason"; the README's DDL
+table is rendered from it (`render_ddl_markdown`). The query is parsed with sqlglot (MySQL
+dialect), and with small hand-parsers (`replicator.delta.ddlparse`) for what sqlglot cannot read;
+upstream SQL text is never executed. Every identifier in generated Spark SQL is backtick-quoted.
+
+Idempotence: the engine applies a DDL once (ledger), but a crash between a DDL's Delta commit
+and the state commit re-applies it against the *old* catalog. So each handler derives the new
+catalog from the old one and checks the live Delta schema before every change
+(check-before-alter). A DdlError restores the catalog as it was, so `--on-ddl-error skip`
+never commits half a DDL to the catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from sqlglot import exp
+
+from replicator.delta import ddlparse as dp
+from replicator.delta import features
+from replicator.delta.merge import DeltaApplier, delta_ref
+from replicator.delta.typemap import (
+    ColumnSpec,
+    TableSpec,
+    quote_string,
+)
+from replicator.delta.warehouse import State, TableEntry, Warehouse
+from replicator.errors import DdlError
+from replicator.events import DdlEvent
+from replicator.faults import fault_point
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructField
+
+
+
+@dataclass(frozen=True)
+class DdlOutcome:
+    """What a DDL did: 'applied' or 'no-op' (with the reason); touched table uids for the windows log."""
+
+    action: str
+    detail: str
+    tables: tuple[str, ...] = ()
+
+
+Handler = Callable[["DdlApplier", State, DdlEvent], DdlOutcome]
+Kind = Literal["apply", "no-op", "unsupported"]
+
+TMP_PREFIX = "__replicator_retype_"
+"""Temporary column of a type rewrite (MODIFY COLUMN that Delta type widening cannot do)."""
+
+
+class DdlApplier:
+    """Applies DDL events to the catalog (`State.tables`) and the Delta tables it points at."""
+
+    def __init__(self, applier: DeltaApplier, warehouse: Warehouse) -> None:
+        self.delta = applier
+        self.warehouse = warehouse
+        self.step = 0  # the step log number of the DDL being applied (feature upgrades' userMetadata)
+
+    def apply(self, state: State, ddl: DdlEvent) -> DdlOutcome:
+        """Apply one DDL event to `state` and Delta.
+
+        DdlError (naming code, query and Kafka position) on an unknown code, an unparsable query or
+        an unsupported change; the catalog is then exactly as before, so skipping it is safe.
+        """
+        from replicator.delta.ddl.rules import DDL_TYPES
+
+        rule = DDL_TYPES.get(ddl.ddl_type)
+        if rule is None:
+            raise DdlError(_context(f"unknown DDL type code {ddl.ddl_type}", ddl))
+        if rule.kind == "no-op":
+            return DdlOutcome("no-op", f"{rule.name}: {rule.operation}")
+        if rule.handler is None:
+            raise DdlError(_context(f"DDL type {ddl.ddl_type} ({rule.name}) is {rule.operation}", ddl))
+        tables = {uid: e.model_copy(deep=True) for uid, e in state.tables.items()}
+        schemas = list(state.schemas)
+        self.step = state.steps + 1
+        try:
+            return rule.handler(self, state, ddl)
+        except DdlError as exc:
+            state.tables, state.schemas = tables, schemas
+            raise DdlError(_context(str(exc), ddl, rule.name)) from None
+
+    # -- Delta helpers --------------------------------------------------------------------------
+    def sql(self, statement: str) -> None:
+        """One Delta statement of a DDL, re-run when a concurrent writer's commit rejected it (it did
+        not commit, so re-running is safe)."""
+        self.delta.sql_retrying(statement, statement[:120])
+        fault_point("mid_ddl")
+
+    def fields(self, path: str) -> dict[str, StructField]:
+        """The live Delta schema by column name (read before every change: check-before-alter)."""
+        schema = self.delta.spark.read.format("delta").load(path).schema
+        return {f.name: f for f in schema.fields}
+
+    def _snapshot(self, path: str) -> Any:
+        """The table's latest Delta snapshot (py4j: protocol and metadata have no Python API)."""
+        return self.delta.snapshot(path)
+
+    def has_feature(self, path: str, feature: str) -> bool:
+        """Whether the table's protocol lists a (writer) table feature, e.g. allowColumnDefaults."""
+        return bool(self._snapshot(path).protocol().writerFeatureNames().contains(feature))
+
+    def description(self, path: str) -> str | None:
+        """The table comment (Delta metadata description)."""
+        desc = self._snapshot(path).metadata().description()
+        return None if desc is None else str(desc)
+
+    def ensure_feature(self, path: str, feature: str) -> None:
+        """Enable a Delta table feature once (setting it again would add an empty commit)."""
+        if not self.has_feature(path, feature):
+            self.sql(f"ALTER TABLE {delta_ref(path)} SET TBLPROPERTIES ({quote_string('delta.feature.' + feature)} "
+                     "= 'supported')")
+
+    def table_property(self, path: str, key: str) -> str | None:
+        """A table property of the latest snapshot (None when unset)."""
+        opt = self._snapshot(path).metadata().configuration().get(key)
+        return str(opt.get()) if opt.isDefined() else None
+
+    def enable_feature(self, path: str, feature: str, ddl: DdlEvent) -> bool:
+        """Enable a reader feature (features.FEATURE_PROPERTY) once; True when this call did.
+
+        Check-before-alter: a re-run after a kill finds the property set and changes nothing. The
+        commit carries the step's userMetadata (kind "feature") like a MERGE's, so the table's
+        history says which step upgraded it; the DDL's step log record names it too.
+        """
+        key, value = features.FEATURE_PROPERTY[feature]
+        current = self.table_property(path, key)
+        if features.enabled({} if current is None else {key: current}, feature):
+            return False
+        meta = {"replicator": {"step": self.step, "applied_ts": ddl.commit_ts, "kind": "feature",
+                               "feature": feature}}
+        with self.user_metadata(meta):
+            self.sql(f"ALTER TABLE {delta_ref(path)} SET TBLPROPERTIES ({quote_string(key)} = {quote_string(value)})")
+        return True
+
+    @contextlib.contextmanager
+    def user_metadata(self, meta: dict[str, Any]) -> Iterator[None]:
+        """Session conf: the commits made inside carry `meta` as their userMetadata."""
+        with self.delta.user_metadata(json.dumps(meta, sort_keys=True)):
+            yield
+
+    def ensure_types(self, path: str, types: Iterable[str]) -> None:
+        """TIMESTAMP_NTZ columns added after CREATE need the `timestampNtz` feature first."""
+        if any(dp.norm_type(t) == "TIMESTAMP_NTZ" for t in types):
+            self.ensure_feature(path, "timestampNtz")
+
+
+def _context(reason: str, ddl: DdlEvent, name: str | None = None) -> str:
+    """The error text: reason, then DDL code/name, the query and the Kafka position."""
+    if "[DDL type " in reason:
+        return reason
+    what = f"DDL type {ddl.ddl_type}" + (f" ({name})" if name else "")
+    where = f", {ddl.position}" if ddl.position else ""
+    return f"{reason} [{what}, query {ddl.query!r}{where}]"
+
+
+def _lookup(spec: TableSpec, name: str) -> ColumnSpec | None:
+    """Column by name, case-insensitively (MySQL column names are)."""
+    return spec.column(name) or next((c for c in spec.columns if c.name.lower() == name.lower()), None)
+
+
+def _field(fields: dict[str, StructField], name: str) -> StructField | None:
+    return fields.get(name) or next((f for k, f in fields.items() if k.lower() == name.lower()), None)
+
+
+def _set_spec(entry: TableEntry, spec: TableSpec) -> None:
+    entry.spec = spec.to_json()
+
+
+def _target(table: exp.Expression | None, ddl: DdlEvent) -> tuple[str, str]:
+    if not isinstance(table, exp.Table):
+        raise DdlError("statement names no table")
+    return (table.db or ddl.schema), table.name
+
+
+def _unknown(schema: str, table: str) -> DdlOutcome:
+    """A DDL on a table the catalog does not know: it predates the stream and has no rows yet."""
+    return DdlOutcome("no-op", f"table {schema}.{table} is not in the catalog (created before the stream, no rows "
+                               "replicated yet); its shape will be inferred from its first row event")
+
+
+def _outcome(done: Sequence[str], uid: str, nothing: str) -> DdlOutcome:
+    return DdlOutcome("applied" if done else "no-op", "; ".join(done) or nothing, (uid,))
