@@ -26,12 +26,17 @@ $(VENV)/.installed: pyproject.toml
 
 $(CACHE)/spark-jars/.resolved: tools/spark-jars/pom.xml
 	@echo "resolving the Delta jars into $(CACHE)/spark-jars"
-	@mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CACHE)/spark-jars
+	@mkdir -p $(CACHE)
+	@mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CACHE)/spark-jars \
+		>$(CACHE)/mvn-spark-jars.log 2>&1 || { cat $(CACHE)/mvn-spark-jars.log; echo "mvn failed"; exit 1; }
 	@touch $@
 
 $(CACHE)/kafka-libs/.resolved: tools/kafka-broker/pom.xml
 	@echo "resolving the Kafka broker classpath into $(CACHE)/kafka-libs"
-	@mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(CACHE)/kafka-libs
+	@mkdir -p $(CACHE)
+	@mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(CACHE)/kafka-libs \
+		>$(CACHE)/mvn-kafka-libs.log 2>&1 || { cat $(CACHE)/mvn-kafka-libs.log; echo "mvn failed"; exit 1; }
 	@touch $@
 
 spark-jars: $(CACHE)/spark-jars/.resolved ## resolve Delta jars from Maven Central into .cache/spark-jars
