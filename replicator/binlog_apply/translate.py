@@ -35,9 +35,10 @@ from replicator.delta.typemap import column_from_def, quote_ident, quote_string,
 from replicator.delta.warehouse import safe_segment
 from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
 
-# No deletion vectors (polars reads the tables' files as they are; see replicator/delta/features.py).
-# Column mapping stays: DROP COLUMN needs it, and this applier does not rewrite tables.
-TABLE_PROPERTIES = {"delta.columnMapping.mode": "name", "delta.enableChangeDataFeed": "true"}
+# Column mapping: this applier's DROP COLUMN needs it (it does not rewrite tables). No change data
+# feed: with column mapping, Delta's CDF path rejects an UPDATE on a column whose name holds a
+# backtick ("INVALID_ATTRIBUTE_NAME_SYNTAX ... packedData.`co'l`;--`"; tests/integration/test_binlog_apply.py).
+TABLE_PROPERTIES = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}
 
 NON_DETERMINISTIC = frozenset({
     "UUID", "UUID_SHORT", "NOW", "SYSDATE", "RAND", "RANDOM_BYTES", "CURRENT_TIMESTAMP", "CURRENT_DATE",

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import bench
+from bench.features import bench_features
 from tests.integration.helpers import run_engine
 
 pytestmark = pytest.mark.integration
@@ -48,6 +49,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     results["e2e"] = bench.bench_e2e(cfg, kafka_bootstrap, tmp_path, runner=in_process)
     bench.finish_e2e(spark, results["e2e"], tmp_path)
     results["scale"] = bench.bench_scale(spark, cfg, tmp_path)
+    results["features"] = bench_features(spark, tmp_path, repeat=1, sizes=())
     results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
     bench.write_outputs(results, cfg)
 
@@ -57,9 +59,11 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     assert craft["append"]["rows"] == sum(t["rows"] for t in craft["files"].values()) > 0
     assert craft["steps"]["windows"] >= 1 and craft["steps"]["merges"] >= 2
     assert set(results["scale"]["sizes"]) == {"2000", "4000"}
+    assert set(results["features"]["small"]["profiles"]) == {"compatible", "fast"}
     assert results["codec"]["sizes"]["case0"]["open"]["raw"] == 708  # the seed's size table
     md = (cfg.out / "results.md").read_text()
-    headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## 4. Resources")
+    headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## Table features",
+                "## 4. Resources")
     at = [md.find(heading) for heading in headings]
     assert -1 not in at and at == sorted(at), at  # every block, in the report's order
     assert (cfg.out / "results.png").stat().st_size > 10_000
@@ -67,7 +71,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
 
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
-    assert names == ["codec", "e2e", "scale", "profile"]
+    assert names == ["codec", "e2e", "scale", "features", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names)
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     with pytest.raises(SystemExit):

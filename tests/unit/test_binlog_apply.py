@@ -96,7 +96,7 @@ def test_create_table_maps_types_key_and_properties() -> None:
     assert a.sql == (
         f"CREATE TABLE IF NOT EXISTS delta.`{t.path}` (`id` DECIMAL(20,0) NOT NULL, `price` DECIMAL(10,2) "
         "COMMENT 'in €', `at` TIMESTAMP_NTZ) USING delta COMMENT 'the items' TBLPROPERTIES "
-        "('delta.columnMapping.mode' = 'name', 'delta.enableChangeDataFeed' = 'true')"
+        "('delta.columnMapping.mode' = 'name', 'delta.enableDeletionVectors' = 'true')"
     )
     assert c.live("shop", "it`em") is not None and c.live("shop", "IT`EM") is None  # table names case-sensitive
 
