@@ -28,6 +28,7 @@ Pure: no Spark or Kafka import at module level (`tables` reads the protocol from
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -71,9 +72,24 @@ def check_profile(profile: str) -> Profile:
     return profile  # type: ignore[return-value]
 
 
-def create_properties(profile: str) -> dict[str, str]:
-    """TBLPROPERTIES of a new table under `profile`."""
-    return dict(PROFILE_PROPERTIES[check_profile(profile)])
+NAME_CHARS_NEEDING_MAPPING = frozenset(" ,;{}()\n\t=")
+"""Characters Delta refuses in a column name unless column mapping is on
+(DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES); TiDB allows every one of them."""
+
+
+def needs_column_mapping(names: Iterable[str]) -> bool:
+    """Whether Delta can store these column names only with column mapping."""
+    return any(NAME_CHARS_NEEDING_MAPPING.intersection(name) for name in names)
+
+
+def create_properties(profile: str, column_names: Iterable[str] = ()) -> dict[str, str]:
+    """TBLPROPERTIES of a new table under `profile`: the profile's, plus column mapping when a
+    column name needs it (the only way Delta stores such a name; the table then reads in Spark and
+    deltalake's QueryBuilder, not polars)."""
+    props = dict(PROFILE_PROPERTIES[check_profile(profile)])
+    if needs_column_mapping(column_names):
+        props[COLUMN_MAPPING] = "name"
+    return props
 
 
 def enabled(properties: dict[str, str], feature: str) -> bool:

@@ -187,7 +187,7 @@ class DeltaApplier(DeltaEdge):
         clear_unborn_table(path)
         cols = ", ".join(column_ddl(c) for c in spec.columns)
         props = ", ".join(f"{quote_string(k)} = {quote_string(v)}"
-                          for k, v in create_properties(self.table_features).items())
+                          for k, v in create_properties(self.table_features, (c.name for c in spec.columns)).items())
         comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
         self.sql(f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({cols}) USING delta{comment} TBLPROPERTIES ({props})")
 

@@ -58,3 +58,13 @@ def test_reader_features_from_a_checkpoint(tmp_path: Path) -> None:
     _commit(log, 9, {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}})  # before the checkpoint
     _commit(log, 11, {"add": {"path": "x.parquet"}})
     assert features.reader_features(tmp_path) == ["timestampNtz"]
+
+
+def test_names_delta_stores_only_with_column_mapping_get_it_on_every_profile() -> None:
+    assert not features.needs_column_mapping(["id", "naïve", "a-b", "`x`", "$x"])
+    for name in ["c;d", "ü名 x", "${env:HOME}", "a,b", "f(x)", "k=v", "tab\there", "new\nline", "{"]:
+        assert features.needs_column_mapping(["id", name]), name
+    assert features.create_properties("compatible", ["id", "c;d"]) == {
+        "delta.enableChangeDataFeed": "true", "delta.columnMapping.mode": "name"}
+    assert features.create_properties("compatible", ["id", "v"]) == {"delta.enableChangeDataFeed": "true"}
+    assert features.create_properties("fast", ["c;d"])["delta.columnMapping.mode"] == "name"

@@ -74,6 +74,13 @@ class _Alter:
         if self.applier.enable_feature(self.path, name, self.ddl):
             self.done.append(f"table feature {name} enabled")
 
+    def mapping_for(self, names: Sequence[str]) -> bool:
+        """Enable column mapping when Delta can store `names` only with it (features.py); True then."""
+        if not features.needs_column_mapping(names):
+            return False
+        self.feature("columnMapping")
+        return True
+
     def in_place(self, feature: str) -> bool:
         """Change the table in place with `feature` (it has it, or the `fast` profile enables it now),
         or False: rewrite it instead, keeping it readable by deltalake and polars (features.py)."""
@@ -211,6 +218,7 @@ def _add_columns(alt: _Alter, defs: Sequence[exp.ColumnDef]) -> None:
     fields = alt.applier.fields(alt.path)
     missing = [c for c, _ in new if _field(fields, c.name) is None]
     if missing:
+        alt.mapping_for([c.name for c in missing])
         alt.applier.ensure_types(alt.path, (c.spark_type for c in missing))
         cols = ", ".join(column_ddl(c, with_not_null=False) for c in missing)
         alt.applier.sql(f"ALTER TABLE {alt.ref} ADD COLUMNS ({cols})")
@@ -257,7 +265,7 @@ def _rename_column(alt: _Alter, old: str, new: str) -> None:
     if clash is not None and clash.name.lower() != old.lower():
         raise DdlError(f"cannot rename column {old!r} to {new!r}: that column exists")
     fields = alt.applier.fields(alt.path)
-    if old in fields and new not in fields and alt.in_place("columnMapping"):
+    if old in fields and new not in fields and (alt.in_place("columnMapping") or alt.mapping_for([new])):
         alt.applier.sql(f"ALTER TABLE {alt.ref} RENAME COLUMN {quote_ident(old)} TO {quote_ident(new)}")
     elif old in fields and new not in fields:
         _rewrite_table(alt, f"rename {old} -> {new}", rename={old: new})
