@@ -47,24 +47,29 @@ _RULES: tuple[DdlRule, ...] = (
             _create_schema),
     DdlRule(2, "Drop Schema", "apply", "catalog: its live tables become dropped (files kept, recoverable)",
             _drop_schema),
-    DdlRule(3, "Create Table", "apply", "`CREATE TABLE IF NOT EXISTS` at a new path (CDF; `--table-features "
-            "fast`: also column mapping, deletion vectors, type widening); `IF NOT EXISTS`; `LIKE` copies the "
+    DdlRule(3, "Create Table", "apply", "`CREATE TABLE IF NOT EXISTS` at a new path: change data feed only on the "
+            "default profile (plus column mapping when a column name holds one of ` ,;{}()=`, tab, newline, which "
+            "Delta stores no other way); `--table-features fast`: also column mapping, deletion vectors, type "
+            "widening; `IF NOT EXISTS`; `LIKE` copies the "
             "catalog spec; the partition definition is kept in the catalog", _create_table),
     DdlRule(4, "Drop Table", "apply", "catalog: each named table becomes dropped (hidden from `replicator "
             "tables`, files kept until purged)", _drop_table),
     DdlRule(5, "Add Column", "apply", f"`{_ALTER} ADD COLUMNS` (nullable, at the end), then one `UPDATE` giving "
             "existing rows the upstream default (the type's zero value for NOT NULL without default)", _alter_table),
-    DdlRule(6, "Drop Column", "apply", f"`{_ALTER} DROP COLUMNS` (metadata-only; enables column mapping first)",
+    DdlRule(6, "Drop Column", "apply", f"`{_ALTER} DROP COLUMNS` (metadata-only) on a table with column mapping; "
+            "otherwise one overwrite of the table without the column (readable by every reader)",
             _alter_table),
     _noop(7, "Add Index", "no-op: Delta has no secondary indexes"),
     _noop(8, "Drop Index", "no-op: Delta has no secondary indexes"),
     _noop(9, "Add Foreign Key", "no-op: Delta enforces no foreign keys"),
     _noop(10, "Drop Foreign Key", "no-op: Delta enforces no foreign keys"),
     DdlRule(11, "Truncate Table", "apply", "`DELETE FROM` without predicate (metadata-only)", _truncate_table),
-    DdlRule(12, "Modify Column", "apply", "`RENAME COLUMN` when renamed (enables column mapping); same Delta type "
+    DdlRule(12, "Modify Column", "apply", "renamed: `RENAME COLUMN` on a table with column mapping (enabled when the "
+            "new name needs it), else one overwrite of the table with the column renamed; same Delta type "
             f"(e.g. VARCHAR length, ENUM labels): catalog only; widening: `{_ALTER} ALTER COLUMN .. TYPE` with type "
             "widening (`fast`, or a table that has it), else one overwrite of the table with the column cast; any "
-            "other type: rewrite (temp column, `UPDATE` with `CAST`, drop, rename, reposition; column mapping); "
+            "other type: with column mapping a rewrite in place (temp column, `UPDATE` with `CAST`, drop, rename, "
+            "reposition), else one overwrite of the table with the column cast; "
             "`DROP NOT NULL`, comment and default follow",
             _alter_table),
     _noop(13, "Rebase Auto ID", "no-op: auto-increment counters are not table data"),
