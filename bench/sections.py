@@ -87,8 +87,9 @@ def _features(ctx: Context) -> None:
     from bench.features import bench_features
 
     cfg = ctx.cfg
+    # Deletion vectors at scale: the two largest scale sizes (1M and 10M rows by default).
     ctx.results["features"] = bench_features(ctx.spark, ctx.scratch, repeat=3 if cfg.quick else 7,
-                                             sizes=cfg.scale_sizes[-2:-1] or cfg.scale_sizes[:1])
+                                             sizes=cfg.scale_sizes[:1] if cfg.quick else cfg.scale_sizes[-2:])
 
 
 def _profile(ctx: Context) -> None:
