@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
+from replicator.codec import craft, open_protocol
 from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ConfigError
@@ -69,7 +70,50 @@ class Codec(Protocol):
         ...
 
 
-class _OpenProtocol:
+class _Codec:
+    """What both formats share: `encode` = runs of rows through `encode_rows`, each DDL / resolved
+    event alone through `encode_event`, in order (the reference encoders' batching)."""
+
+    name = ""
+
+    def encode_rows(
+        self,
+        rows: Sequence[RowChange],
+        *,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        timezone: dt.tzinfo = dt.UTC,
+    ) -> list[Message]:
+        raise NotImplementedError
+
+    def encode_event(self, event: DdlEvent | Resolved) -> Message:
+        raise NotImplementedError
+
+    def encode(
+        self,
+        events: Iterable[Event],
+        *,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        timezone: dt.tzinfo = dt.UTC,
+    ) -> list[Message]:
+        out: list[Message] = []
+        rows: list[RowChange] = []
+        for event in [*events, None]:
+            if isinstance(event, RowChange):
+                rows.append(event)
+                continue
+            if rows:
+                out += self.encode_rows(
+                    rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone
+                )
+                rows = []
+            if event is not None:
+                out.append(self.encode_event(event))
+        return out
+
+
+class _OpenProtocol(_Codec):
     name = "open"
 
     def decode(
@@ -80,8 +124,6 @@ class _OpenProtocol:
         options: DecodeOptions | None = None,
         position: Position | None = None,
     ) -> list[Event]:
-        from replicator.codec import open_protocol
-
         return open_protocol.decode(key, value, options=options, position=position)
 
     def encode_rows(
@@ -92,39 +134,14 @@ class _OpenProtocol:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
     ) -> list[Message]:
-        from replicator.codec import open_protocol
-
-        return list(
-            open_protocol.encode_rows(
-                rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone
-            )
-        )
+        return list(open_protocol.encode_rows(
+            rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone))
 
     def encode_event(self, event: DdlEvent | Resolved) -> Message:
-        from replicator.codec import open_protocol
-
-        if isinstance(event, DdlEvent):
-            return open_protocol.encode_ddl(event)
-        return open_protocol.encode_resolved(event)
-
-    def encode(
-        self,
-        events: Iterable[Event],
-        *,
-        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        timezone: dt.tzinfo = dt.UTC,
-    ) -> list[Message]:
-        from replicator.codec import open_protocol
-
-        return list(
-            open_protocol.encode_events(
-                events, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone
-            )
-        )
+        return open_protocol.encode_ddl(event) if isinstance(event, DdlEvent) else open_protocol.encode_resolved(event)
 
 
-class _Craft:
+class _Craft(_Codec):
     name = "craft"
 
     def decode(
@@ -135,8 +152,6 @@ class _Craft:
         options: DecodeOptions | None = None,
         position: Position | None = None,
     ) -> list[Event]:
-        from replicator.codec import craft
-
         return craft.decode(value if value is not None else b"", options=options, position=position)
 
     def encode_rows(
@@ -147,34 +162,12 @@ class _Craft:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
     ) -> list[Message]:
-        from replicator.codec import craft
-
         values = craft.encode_rows(
-            rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone
-        )
+            rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone)
         return [(None, v) for v in values]
 
     def encode_event(self, event: DdlEvent | Resolved) -> Message:
-        from replicator.codec import craft
-
-        if isinstance(event, DdlEvent):
-            return None, craft.encode_ddl(event)
-        return None, craft.encode_resolved(event)
-
-    def encode(
-        self,
-        events: Iterable[Event],
-        *,
-        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        timezone: dt.tzinfo = dt.UTC,
-    ) -> list[Message]:
-        from replicator.codec import craft
-
-        values = craft.encode(
-            events, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone
-        )
-        return [(None, v) for v in values]
+        return None, craft.encode_ddl(event) if isinstance(event, DdlEvent) else craft.encode_resolved(event)
 
 
 CODECS: Final[dict[str, Codec]] = {"open": _OpenProtocol(), "craft": _Craft()}

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replicator.codec import CODECS, DEFAULT_MAX_BATCH_SIZE, Codec, codec_for
+from replicator.codec import CODECS, DEFAULT_MAX_BATCH_SIZE, Codec, codec_for, craft, open_protocol
 from replicator.codec.open_protocol import go_float_text
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ConfigError
@@ -187,6 +187,11 @@ def test_encode_rows_and_encode_event_agree_with_encode(protocol: str, evs: list
         expected.append(codec.encode_event(ev))
     expected += codec.encode_rows(pending) if pending else []
     assert codec.encode(evs) == expected
+    # ... and the same bytes as each format's own whole-stream encoder.
+    if protocol == "open":
+        assert expected == open_protocol.encode_events(evs)
+    else:
+        assert expected == [(None, v) for v in craft.encode(evs)]
 
 
 @pytest.mark.parametrize("codec", list(CODECS.values()), ids=list(CODECS))
