@@ -1,8 +1,10 @@
-"""DDL events -> Delta operations and catalog changes, one module per concern: `applier` (the
-`DdlApplier` and its Delta helpers), `tables` (schemas, tables, partitions), `alter` (ALTER TABLE),
-`rules` (the code -> operation table `DDL_TYPES` and the README's DDL table rendered from it)."""
+"""DDL events -> Delta operations and catalog changes, one module per concern: `base` (the outcome
+type, the handler signature, catalog helpers), `applier` (the `DdlApplier` and its Delta helpers),
+`tables` (schemas, tables, partitions), `alter` (ALTER TABLE), `rules` (the code -> operation table
+`DDL_TYPES` and the README's DDL table rendered from it)."""
 
-from replicator.delta.ddl.applier import TMP_PREFIX, DdlApplier, DdlOutcome, Handler, Kind
+from replicator.delta.ddl.applier import DdlApplier
+from replicator.delta.ddl.base import TMP_PREFIX, DdlOutcome, Handler, Kind
 from replicator.delta.ddl.rules import (
     DDL_NAMES,
     DDL_TYPES,

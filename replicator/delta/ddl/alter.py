@@ -11,6 +11,16 @@ from sqlglot import exp
 
 from replicator.delta import ddlparse as dp
 from replicator.delta import features
+from replicator.delta.ddl.base import (
+    TMP_PREFIX,
+    DdlOutcome,
+    _field,
+    _lookup,
+    _set_spec,
+    _target,
+    _unknown,
+)
+from replicator.delta.ddl.tables import _rename_pairs
 from replicator.delta.merge import column_ddl, delta_ref, is_conflict
 from replicator.delta.typemap import (
     ColumnSpec,
@@ -27,17 +37,8 @@ from replicator.faults import fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField
-from replicator.delta.ddl.applier import (
-    TMP_PREFIX,
-    DdlApplier,
-    DdlOutcome,
-    _field,
-    _lookup,
-    _set_spec,
-    _target,
-    _unknown,
-)
-from replicator.delta.ddl.tables import _rename_pairs
+
+    from replicator.delta.ddl.applier import DdlApplier
 
 # ---------------------------------------------------------------------------------------------
 # ALTER TABLE: columns, defaults, keys, comments

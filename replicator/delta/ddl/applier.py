@@ -17,44 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
-
-from sqlglot import exp
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from replicator.delta import ddlparse as dp
 from replicator.delta import features
+from replicator.delta.ddl.base import DdlOutcome, _context
+from replicator.delta.ddl.rules import DDL_TYPES
 from replicator.delta.merge import DeltaApplier, delta_ref
-from replicator.delta.typemap import (
-    ColumnSpec,
-    TableSpec,
-    quote_string,
-)
-from replicator.delta.warehouse import State, TableEntry, Warehouse
+from replicator.delta.typemap import quote_string
+from replicator.delta.warehouse import State, Warehouse
 from replicator.errors import DdlError
 from replicator.events import DdlEvent
 from replicator.faults import fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField
-
-
-
-@dataclass(frozen=True)
-class DdlOutcome:
-    """What a DDL did: 'applied' or 'no-op' (with the reason); touched table uids for the windows log."""
-
-    action: str
-    detail: str
-    tables: tuple[str, ...] = ()
-
-
-Handler = Callable[["DdlApplier", State, DdlEvent], DdlOutcome]
-Kind = Literal["apply", "no-op", "unsupported"]
-
-TMP_PREFIX = "__replicator_retype_"
-"""Temporary column of a type rewrite (MODIFY COLUMN that Delta type widening cannot do)."""
 
 
 class DdlApplier:
@@ -71,8 +49,6 @@ class DdlApplier:
         DdlError (naming code, query and Kafka position) on an unknown code, an unparsable query or
         an unsupported change; the catalog is then exactly as before, so skipping it is safe.
         """
-        from replicator.delta.ddl.rules import DDL_TYPES
-
         rule = DDL_TYPES.get(ddl.ddl_type)
         if rule is None:
             raise DdlError(_context(f"unknown DDL type code {ddl.ddl_type}", ddl))
@@ -152,41 +128,3 @@ class DdlApplier:
         """TIMESTAMP_NTZ columns added after CREATE need the `timestampNtz` feature first."""
         if any(dp.norm_type(t) == "TIMESTAMP_NTZ" for t in types):
             self.ensure_feature(path, "timestampNtz")
-
-
-def _context(reason: str, ddl: DdlEvent, name: str | None = None) -> str:
-    """The error text: reason, then DDL code/name, the query and the Kafka position."""
-    if "[DDL type " in reason:
-        return reason
-    what = f"DDL type {ddl.ddl_type}" + (f" ({name})" if name else "")
-    where = f", {ddl.position}" if ddl.position else ""
-    return f"{reason} [{what}, query {ddl.query!r}{where}]"
-
-
-def _lookup(spec: TableSpec, name: str) -> ColumnSpec | None:
-    """Column by name, case-insensitively (MySQL column names are)."""
-    return spec.column(name) or next((c for c in spec.columns if c.name.lower() == name.lower()), None)
-
-
-def _field(fields: dict[str, StructField], name: str) -> StructField | None:
-    return fields.get(name) or next((f for k, f in fields.items() if k.lower() == name.lower()), None)
-
-
-def _set_spec(entry: TableEntry, spec: TableSpec) -> None:
-    entry.spec = spec.to_json()
-
-
-def _target(table: exp.Expression | None, ddl: DdlEvent) -> tuple[str, str]:
-    if not isinstance(table, exp.Table):
-        raise DdlError("statement names no table")
-    return (table.db or ddl.schema), table.name
-
-
-def _unknown(schema: str, table: str) -> DdlOutcome:
-    """A DDL on a table the catalog does not know: it predates the stream and has no rows yet."""
-    return DdlOutcome("no-op", f"table {schema}.{table} is not in the catalog (created before the stream, no rows "
-                               "replicated yet); its shape will be inferred from its first row event")
-
-
-def _outcome(done: Sequence[str], uid: str, nothing: str) -> DdlOutcome:
-    return DdlOutcome("applied" if done else "no-op", "; ".join(done) or nothing, (uid,))

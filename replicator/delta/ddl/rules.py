@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
 from replicator.delta.ddl.alter import _alter_table
-from replicator.delta.ddl.applier import Handler, Kind
+from replicator.delta.ddl.base import Handler, Kind
 from replicator.delta.ddl.tables import (
     _create_schema,
     _create_table,

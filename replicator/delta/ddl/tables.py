@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from replicator.delta import ddlparse as dp
+from replicator.delta.ddl.base import (
+    DdlOutcome,
+    _outcome,
+    _set_spec,
+    _target,
+    _unknown,
+)
 from replicator.delta.merge import delta_ref
 from replicator.delta.typemap import (
     TableSpec,
@@ -21,15 +28,8 @@ from replicator.errors import DdlError
 from replicator.events import DdlEvent, RowChange
 
 if TYPE_CHECKING:
+    from replicator.delta.ddl.applier import DdlApplier
     pass
-from replicator.delta.ddl.applier import (
-    DdlApplier,
-    DdlOutcome,
-    _outcome,
-    _set_spec,
-    _target,
-    _unknown,
-)
 
 # ---------------------------------------------------------------------------------------------
 # Schemas and tables
