@@ -17,6 +17,7 @@ from bench.common import BenchConfig, machine_info
 from bench.report import jsonable, write_outputs
 from bench.sections import run_sections, section_names
 from replicator.codec import PROTOCOLS
+from replicator.delta.features import PROFILES
 
 
 def run(cfg: BenchConfig, argv: Sequence[str]) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--scale-repeat", type=int, default=None, help="MERGE rounds per size and mode (default 3)")
     p.add_argument("--profile-events", type=int, default=None, help="row changes for the profiled run (default 20,000)")
     p.add_argument("--max-buffer-rows", type=int, default=200_000, help="passed to replicator run (default 200,000)")
-    p.add_argument("--table-features", choices=["compatible", "fast"], default=None,
+    p.add_argument("--table-features", choices=PROFILES, default=None,
                    help="profile of the replicator's tables in the end-to-end runs (sets REPLICATOR_TABLE_FEATURES)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")

@@ -27,6 +27,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from replicator.delta.features import PROFILES
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -101,7 +103,7 @@ def bench_small(spark: SparkSession, scratch: Path, repeat: int) -> dict[str, An
 
     spec = _spec()
     out: dict[str, Any] = {"rows": SMALL_ROWS, "changes": SMALL_CHANGES, "repeat": repeat, "profiles": {}}
-    for profile in ("compatible", "fast"):
+    for profile in PROFILES:
         applier = DeltaApplier(spark, table_features=profile)
         path = str(scratch / f"small-{profile}")
         load_table(spark, applier, path, SMALL_ROWS)
@@ -142,7 +144,7 @@ def bench_large(spark: SparkSession, scratch: Path, sizes: Sequence[int], repeat
     out: dict[str, Any] = {"changes": LARGE_CHANGES, "repeat": repeat, "sizes": {}}
     for size in sizes:
         row: dict[str, Any] = {}
-        for profile in ("compatible", "fast"):
+        for profile in PROFILES:
             applier = DeltaApplier(spark, table_features=profile)
             path = str(scratch / f"large-{profile}-{size}")
             t0 = time.perf_counter()

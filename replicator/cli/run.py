@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from replicator.cli.common import add_config, print_summary, settings_from, time_zone
 from replicator.cli.settings import ReplayCommand, ReplicatorSettings, RunCommand, defaults
+from replicator.delta.features import PROFILES
 from replicator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help=f"undecodable message: dead-letter and stop or skip (default {d['on_error']})")
     p.add_argument("--on-ddl-error", choices=["stop", "skip"],
                    help=f"unmappable DDL: stop or dead-letter and skip (default {d['on_ddl_error']})")
-    p.add_argument("--table-features", choices=["compatible", "fast"],
+    p.add_argument("--table-features", choices=PROFILES,
                    help="Delta features of new tables: compatible (readable by deltalake and polars; a DDL that "
                         f"needs more rewrites the table) or fast (everything up front) (default {d['table_features']})")
     p.add_argument("--timezone", help=f"upstream time zone of TIMESTAMP values (default {d['timezone']})")

@@ -25,6 +25,7 @@ from pydantic import BeforeValidator, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
 from replicator.formats import binlog as _binlog_format
@@ -81,7 +82,7 @@ class ReplicatorSettings(BaseSettings):
     until_caught_up: StrictBool = False
     on_error: Literal["stop", "skip"] = "stop"
     on_ddl_error: Literal["stop", "skip"] = "stop"
-    table_features: Literal["compatible", "fast"] = "compatible"
+    table_features: Profile = DEFAULT_PROFILE
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     zero_dates: Literal["error", "null"] = "error"

@@ -122,11 +122,15 @@ class DeltaEdge:
             conf.unset(USER_METADATA)
 
     # -- the Delta log ---------------------------------------------------------------------------
-    def snapshot(self, path: str) -> Any:
-        """Fresh DeltaLog snapshot through py4j: version, txn ids, protocol and metadata."""
+    def _delta_log(self, path: str) -> tuple[Any, Any]:
+        """(the py4j JVM view, the table's DeltaLog): DeltaLog has no public Python API."""
         jvm: Any = self.spark._jvm
         assert jvm is not None, "the SparkSession has no JVM gateway"
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
+        return jvm, jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
+
+    def snapshot(self, path: str) -> Any:
+        """Fresh DeltaLog snapshot through py4j: version, txn ids, protocol and metadata."""
+        jvm, delta_log = self._delta_log(path)
         return delta_log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
 
     def table_version(self, path: str) -> int:
@@ -139,9 +143,7 @@ class DeltaEdge:
         post-commit snapshot) or, for a skipped idempotent write, the snapshot it read. Saves the
         log listing and snapshot rebuild `table_version` costs after every MERGE.
         """
-        jvm: Any = self.spark._jvm
-        assert jvm is not None, "the SparkSession has no JVM gateway"
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
+        _, delta_log = self._delta_log(path)
         return int(delta_log.unsafeVolatileSnapshot().version())
 
     def txn_version(self, path: str, app_id: str) -> int:

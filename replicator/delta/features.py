@@ -148,23 +148,3 @@ def reader_features(table_path: str | Path) -> list[str]:
                 if "protocol" in action:
                     protocol = action["protocol"]
     return _protocol_reader_features(protocol or {})
-
-
-def table_properties(spark: Any, path: str) -> dict[str, str]:
-    """The table properties of the latest snapshot (py4j: DeltaLog has no Python API)."""
-    jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-    conf = snapshot.metadata().configuration()
-    it = conf.iterator()
-    out: dict[str, str] = {}
-    while it.hasNext():
-        pair = it.next()
-        out[str(pair._1())] = str(pair._2())
-    return out
-
-
-def enable_sql(ref: str, feature: str) -> str:
-    """The ALTER TABLE enabling `feature` (Delta upgrades the protocol along with the property)."""
-    key, value = FEATURE_PROPERTY[feature]
-    return f"ALTER TABLE {ref} SET TBLPROPERTIES ('{key}' = '{value}')"

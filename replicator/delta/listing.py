@@ -7,7 +7,6 @@ Both catalogs are read here, so the listing does not depend on which source ran 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,15 +65,17 @@ def list_tables(root: str | os.PathLike[str]) -> tuple[Path, list[ListedTable]]:
     if wh.state_path.exists():
         state = wh.load_state()
         rows += [
-            ListedTable(e.schema_name, e.table, str(Path(e.path).resolve()), tuple(e.key), "kafka", state.applied_ts)
+            ListedTable(e.schema_name, e.table, str(Path(e.path).resolve()), tuple(e.key), "kafka", state.applied_ts,
+                        reader_features=tuple(reader_features(e.path)))
             for e in state.live_tables()
         ]
     if binlog_state.exists():
         bstate = load_state(binlog_state)
         seq = bstate.applied.seq if bstate.applied is not None else 0
         rows += sorted(
-            (ListedTable(t.db, t.table, str(Path(t.path).resolve()), tuple(t.key), "binlog", None, seq)
+            (ListedTable(t.db, t.table, str(Path(t.path).resolve()), tuple(t.key), "binlog", None, seq,
+                         reader_features=tuple(reader_features(t.path)))
              for t in bstate.tables if t.status == "live"),
             key=lambda r: (r.schema, r.table),
         )
-    return wh.root, [dataclasses.replace(r, reader_features=tuple(reader_features(r.path))) for r in rows]
+    return wh.root, rows

@@ -43,9 +43,6 @@ log = logging.getLogger("replicator")
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-TABLE_PROPERTIES = create_properties(DEFAULT_PROFILE)
-"""Properties of a new table on the default profile (see replicator/delta/features.py)."""
-
 MERGE_CONF = {
     # The source is an in-memory Arrow table: deterministic, so Delta need not checkpoint it to
     # disk before the MERGE (its `auto` default does for every non-Delta source).

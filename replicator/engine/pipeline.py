@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions, InvalidText
+from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.loop import ControlLoop, LoopOptions
@@ -56,7 +57,7 @@ class RunOptions:
     flush_interval_s: float = 2.0
     wait_for_lock: bool = False
     progress: bool | None = None  # None: a live display when stderr is a terminal
-    table_features: str = "compatible"  # what new tables get (replicator/delta/features.py)
+    table_features: Profile = DEFAULT_PROFILE  # what new tables get (replicator/delta/features.py)
 
 
 @dataclass

@@ -77,17 +77,13 @@ class DdlApplier:
         schema = self.delta.spark.read.format("delta").load(path).schema
         return {f.name: f for f in schema.fields}
 
-    def _snapshot(self, path: str) -> Any:
-        """The table's latest Delta snapshot (py4j: protocol and metadata have no Python API)."""
-        return self.delta.snapshot(path)
-
     def has_feature(self, path: str, feature: str) -> bool:
         """Whether the table's protocol lists a (writer) table feature, e.g. allowColumnDefaults."""
-        return bool(self._snapshot(path).protocol().writerFeatureNames().contains(feature))
+        return bool(self.delta.snapshot(path).protocol().writerFeatureNames().contains(feature))
 
     def description(self, path: str) -> str | None:
         """The table comment (Delta metadata description)."""
-        desc = self._snapshot(path).metadata().description()
+        desc = self.delta.snapshot(path).metadata().description()
         return None if desc is None else str(desc)
 
     def ensure_feature(self, path: str, feature: str) -> None:
@@ -98,7 +94,7 @@ class DdlApplier:
 
     def table_property(self, path: str, key: str) -> str | None:
         """A table property of the latest snapshot (None when unset)."""
-        opt = self._snapshot(path).metadata().configuration().get(key)
+        opt = self.delta.snapshot(path).metadata().configuration().get(key)
         return str(opt.get()) if opt.isDefined() else None
 
     def enable_feature(self, path: str, feature: str, ddl: DdlEvent) -> bool:
