@@ -21,12 +21,14 @@ import threading
 from collections import Counter
 
 ENV = "REPLICATOR_FAULT"
-POINTS = ("after_merge", "between_tables", "mid_merge", "before_progress", "after_progress", "mid_ddl",
-          "after_dead_letters")
+POINTS = ("after_merge", "between_tables", "tables_in_flight", "mid_merge", "before_progress", "after_progress",
+          "mid_ddl", "after_dead_letters")
 """after_merge: a table's MERGE committed; between_tables: ... and another table of the same step
-follows; mid_merge: during a MERGE; before_progress: a step's Delta writes done, state.json not yet
-replaced; after_progress: state.json replaced, consumer-group offsets not yet committed; mid_ddl:
-after one Delta statement of a DDL; after_dead_letters: dead letters written, progress not yet."""
+follows; tables_in_flight: a table's MERGE committed while another table's MERGE of the same step
+is still running (--apply-parallelism above 1); mid_merge: during a MERGE; before_progress: a
+step's Delta writes done, state.json not yet replaced; after_progress: state.json replaced,
+consumer-group offsets not yet committed; mid_ddl: after one Delta statement of a DDL;
+after_dead_letters: dead letters written, progress not yet."""
 
 
 class _Faults:
@@ -38,13 +40,15 @@ class _Faults:
                 raise ValueError(f"{ENV}: {part!r} is not POINT:N[:SECONDS] with POINT one of {', '.join(POINTS)}")
             self.plan[fields[0]] = (int(fields[1]), float(fields[2]) if len(fields) == 3 else 0.0)
         self.hits: Counter[str] = Counter()
+        self._lock = threading.Lock()  # MERGEs of one step pass their points from several threads
 
     def reached(self, point: str) -> bool:
         """Count a pass through `point`; True when this pass is the planned one."""
         if point not in self.plan:
             return False
-        self.hits[point] += 1
-        return self.hits[point] == self.plan[point][0]
+        with self._lock:
+            self.hits[point] += 1
+            return self.hits[point] == self.plan[point][0]
 
 
 _FAULTS: _Faults | None = _Faults(os.environ[ENV]) if os.environ.get(ENV) else None

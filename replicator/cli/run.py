@@ -44,6 +44,9 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help=f"zero DATE/DATETIME values: error or NULL (default {d['zero_dates']})")
     p.add_argument("--max-buffer-rows", type=int,
                    help=f"bound on buffered rows: apply complete windows once reached (default {d['max_buffer_rows']})")
+    p.add_argument("--apply-parallelism", type=int, metavar="N",
+                   help="MERGEs of one step run at once, each table in its own Spark session "
+                        f"(default {d['apply_parallelism']})")
     p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
                    help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
                         f"(default {d['kafka_retry_budget']:g})")
@@ -86,6 +89,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         decode=DecodeOptions(timezone=time_zone(s.timezone), legacy=s.legacy, zero_dates=s.zero_dates),
         start=start,
         max_buffer_rows=s.max_buffer_rows,
+        apply_parallelism=s.apply_parallelism,
         wait_for_lock=s.wait,
     )
 

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, SecretStr, ValidationError
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from replicator.delta.features import DEFAULT_PROFILE, Profile
+from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
 from replicator.formats import binlog as _binlog_format
@@ -87,6 +88,7 @@ class ReplicatorSettings(BaseSettings):
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     zero_dates: Literal["error", "null"] = "error"
     max_buffer_rows: int = 200_000
+    apply_parallelism: int = Field(default=DEFAULT_APPLY_PARALLELISM, ge=1, le=64)
     kafka_retry_budget: float = 120.0
     wait: StrictBool = False
     json_summary: StrictBool = False

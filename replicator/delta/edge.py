@@ -59,7 +59,17 @@ class DeltaEdge:
         # (nothing of it committed); re-running it is safe. Jittered exponential backoff, about a
         # minute in all, so a periodic maintenance job cannot starve a run.
         self.max_retries = max_retries
-        self.conflict_retries = 0
+        self._retries = [0]  # shared with the edges `for_session` derives: one count per run
+
+    @property
+    def conflict_retries(self) -> int:
+        """Statements re-run after a concurrent writer's commit (this edge and those derived from it)."""
+        return self._retries[0]
+
+    def share_counts(self, other: DeltaEdge) -> None:
+        """Count this edge's conflict retries together with `other`'s (a worker session's edge)."""
+        self._retries = other._retries
+        self.max_retries = other.max_retries
 
     # -- statements ------------------------------------------------------------------------------
     def sql(self, statement: str) -> list[Any]:
@@ -84,7 +94,7 @@ class DeltaEdge:
 
     def conflict_backoff(self, attempt: int, what: str, exc: BaseException) -> None:
         """Count, log and sleep before re-running a statement a concurrent Delta commit rejected."""
-        self.conflict_retries += 1
+        self._retries[0] += 1
         delay = min(0.25 * 2**attempt, 8.0) * random.uniform(0.5, 1.5)
         lines = str(exc).splitlines()
         first = next((ln for ln in lines if "Concurrent" in ln or "CONCURRENT" in ln), type(exc).__name__)

@@ -152,7 +152,8 @@ class Explorer:
             steps.append(meta.get("step") or w.get("step"))
             kinds.append(meta.get("kind") or w.get("kind"))
             applied.append(meta.get("applied_ts") or w.get("applied_ts"))
-            ddl.append((w.get("ddl") or {}).get("query"))
+            queries = [d.get("query") for d in w.get("ddls") or ([w["ddl"]] if w.get("ddl") else [])]
+            ddl.append("; ".join(q for q in queries if q) or None)
         hist["step"], hist["kind"], hist["applied_ts"], hist["ddl"] = steps, kinds, applied, ddl
         return pd.DataFrame(hist)
 

@@ -178,6 +178,15 @@ class DeltaApplier(DeltaEdge):
         # `make bench` turns it off to measure the difference.
         self.key_range_pruning = True
 
+    def for_session(self, spark: SparkSession) -> DeltaApplier:
+        """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
+        conflict retries counted together; session confs stay per session."""
+        other = DeltaApplier(spark, self.app_id_prefix, self.table_features)
+        other.merge_conf = dict(self.merge_conf)
+        other.key_range_pruning = self.key_range_pruning
+        other.share_counts(self)
+        return other
+
     # -- tables ----------------------------------------------------------------------------------
     def create_table(self, path: str, spec: TableSpec) -> None:
         """CREATE TABLE IF NOT EXISTS at `path` (idempotent: re-running after a crash is a no-op)."""

@@ -28,6 +28,9 @@ DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "spark-jars"
 # never reaches the terminal. It must be given at JVM launch: those lines are written before
 # setLogLevel can run.
 QUIET_LOG4J = Path(__file__).resolve().with_name("log4j2-quiet.properties")
+# FAIR scheduling with one FAIR pool (`apply`) for the concurrent MERGEs of a step (APPLY_POOL).
+FAIR_POOLS = Path(__file__).resolve().with_name("fairscheduler.xml")
+APPLY_POOL = "apply"
 _LOCK = threading.Lock()
 _verbose = False
 
@@ -124,6 +127,8 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             .config("spark.sql.execution.arrow.pyspark.fallback.enabled", "false")
             .config("spark.driver.memory", os.environ.get("REPLICATOR_DRIVER_MEMORY", "4g"))
             .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.scheduler.mode", "FAIR")
+            .config("spark.scheduler.allocation.file", str(FAIR_POOLS))
             .config("spark.databricks.delta.snapshotPartitions", "2")
             .config("spark.databricks.delta.autoCompact.enabled", "false")
             .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")

@@ -95,6 +95,9 @@ class State(BaseModel):
     schemas: list[str] = Field(default_factory=list)
     tables: dict[str, TableEntry] = Field(default_factory=dict)
     steps: int = 0
+    # Upper bound of the last step with DDLs that started; above applied_ts after a crash inside
+    # it, when a table's Delta schema may be ahead of this catalog (engine/pipeline.py).
+    inflight_hi: int = 0
     updated_at: str | None = None
 
     @model_validator(mode="before")
@@ -111,6 +114,8 @@ class State(BaseModel):
     @model_serializer(mode="wrap")
     def _progress_as_flat_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
+        if not out.get("inflight_hi"):
+            out.pop("inflight_hi", None)  # written only while it matters: older states keep their shape
         flat = self.progress.to_wire()
         ordered: dict[str, Any] = {}
         for k, v in out.items():

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,10 +28,12 @@ from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.loop import ControlLoop, LoopOptions
+from replicator.engine.plan import Segment, plan_step
 from replicator.engine.progress import Progress
-from replicator.engine.window import DdlStep, RowBatch, Step, Windower, collapse
+from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM, InlineExecutor, run_plan
+from replicator.engine.window import Step, Windower, collapse
 from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
-from replicator.events import Event, Position, RowChange, tso_physical_ms, tso_to_datetime
+from replicator.events import DdlEvent, Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
 from replicator.sources.kafka import Record, Source
 
@@ -38,7 +41,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from replicator.delta.ddl import DdlApplier
-    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.merge import DeltaApplier, MergeResult
+    from replicator.delta.typemap import TableSpec
 
 log = logging.getLogger("replicator")
 Protocol = Literal["open", "craft"]
@@ -58,6 +62,7 @@ class RunOptions:
     wait_for_lock: bool = False
     progress: bool | None = None  # None: a live display when stderr is a terminal
     table_features: Profile = DEFAULT_PROFILE  # what new tables get (replicator/delta/features.py)
+    apply_parallelism: int = DEFAULT_APPLY_PARALLELISM  # MERGEs of one step run at once (engine/schedule.py)
 
 
 @dataclass
@@ -172,7 +177,9 @@ class Engine:
             self.applier.state = state
             partitions = self.source.partitions()
             state.progress = state.progress.starting_at(opts.start)
-            windower = Windower(partitions, state.progress)
+            from replicator.delta.ddl.scope import ddl_scope
+
+            windower = Windower(partitions, state.progress, scope_of=ddl_scope)
             cursors = state.progress.cursors
             self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
             loop = ControlLoop(
@@ -189,6 +196,7 @@ class Engine:
                     loop.run()
             finally:
                 self._summarise(loop, time.monotonic() - started)
+                self.applier.close()
                 self.source.close()
         return self.summary
 
@@ -253,6 +261,10 @@ class WarehouseApplier:
         self._spark = spark
         self._delta: DeltaApplier | None = None
         self._ddl: DdlApplier | None = None
+        self._executor: Executor | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._running = 0  # MERGEs in flight (the `tables_in_flight` fault instant)
 
     # -- lazily built Spark edge ----------------------------------------------------------------
     @property
@@ -272,6 +284,37 @@ class WarehouseApplier:
             self._ddl = DdlApplier(self.delta, self.warehouse)
         return self._ddl
 
+    @property
+    def executor(self) -> Executor:
+        """Where a step's MERGEs run: inline for parallelism 1, else a pool whose threads each hold
+        their own Spark session (so one MERGE's txnAppId / txnVersion / userMetadata session confs
+        never reach another), in a FAIR scheduler pool (so no table's jobs starve)."""
+        if self._executor is None:
+            n = self.options.apply_parallelism
+            if n <= 1:
+                self._executor = InlineExecutor()
+            else:
+                self._executor = ThreadPoolExecutor(n, thread_name_prefix="replicator-apply",
+                                                    initializer=self._start_worker)
+        return self._executor
+
+    def _start_worker(self) -> None:
+        from replicator.delta.spark import APPLY_POOL
+
+        session = self.delta.spark.newSession()
+        session.sparkContext.setLocalProperty("spark.scheduler.pool", APPLY_POOL)
+        self._local.delta = self.delta.for_session(session)
+
+    def session_delta(self) -> DeltaApplier:
+        """The calling thread's Delta applier: a pool worker's own, else the main one."""
+        return getattr(self._local, "delta", None) or self.delta
+
+    def close(self) -> None:
+        """Stop the MERGE pool (its threads and their sessions) at the end of a run."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
     # -- Applier --------------------------------------------------------------------------------
     def save_progress(self, progress: Progress, record: dict[str, Any] | None) -> None:
         state = self.state
@@ -287,61 +330,116 @@ class WarehouseApplier:
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, list(dead))
 
     def apply(self, step: Step) -> dict[str, Any]:
+        """Apply one step: its tables' MERGEs concurrently (`apply_parallelism`), each DDL once the
+        rows of its tables before it are in, one DDL at a time (engine/plan.py, engine/schedule.py)."""
+        from replicator.delta.ddl.scope import ddl_scope
+
         state = self.state
         n = state.steps + 1
         record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
-                                  "recorded_at": dt.datetime.now(dt.UTC).isoformat()}
-        if isinstance(step, DdlStep):
-            return self._apply_ddl(state, step, record)
-        record["kind"] = "window"
-        assert isinstance(step, RowBatch)
-        tables = sorted(step.rows.items())
-        for i, ((schema, table), rows) in enumerate(tables):
-            entry = state.live_table(schema, table) or self._infer_table(state, schema, table, rows)
+                                  "recorded_at": dt.datetime.now(dt.UTC).isoformat(),
+                                  "kind": "ddl" if step.ddls else "window"}
+        if step.ddls and state.inflight_hi < step.hi:
+            # A crash from here on may leave a table's Delta schema ahead of the catalog: the re-run
+            # checks each MERGE's txnVersion before running it against the old catalog.
+            state.inflight_hi = step.hi
+            self.warehouse.save_state(state)
+        plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
+        versions: dict[str, int] = {}
+        ddls: list[dict[str, Any]] = []
+        recovering = state.inflight_hi > state.applied_ts
+
+        def prepare(seg: Segment) -> _Job:
+            schema, table = seg.table
+            entry = state.live_table(schema, table) or self._infer_table(state, schema, table, seg.rows)
             spec = entry.table_spec
             if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
                 from replicator.delta.ddl import adopt_handle_key
 
-                spec = adopt_handle_key(entry, rows)
-            changes = collapse(rows, spec.key)
-            self._check_columns(entry, rows)
-            meta = {"replicator": {"step": n, "applied_ts": step.hi, "kind": "window"}}
-            fault_timer("mid_merge")
-            try:
-                res = self.delta.merge(entry.path, entry.uid, spec, changes, step.hi, meta)
-            except SchemaError as exc:  # e.g. a value that does not fit its column: say where it came from
-                raise SchemaError(f"{exc}; the rows came from {_positions(rows)}") from None
-            fault_point("after_merge")
-            if i + 1 < len(tables):
+                spec = adopt_handle_key(entry, seg.rows)
+            self._check_columns(entry, seg.rows)
+            return _Job(seg, entry, spec, n, recovering)
+
+        def apply_ddl(i: int) -> None:
+            ddls.append(self._apply_ddl(state, step.ddls[i], versions))
+
+        def done(seg: Segment, out: tuple[_Job, MergeResult], more: bool) -> None:
+            job, res = out
+            if more:
                 fault_point("between_tables")
-            counts = self.summary.tables.setdefault(f"{schema}.{table}", TableCounts())
+            counts = self.summary.tables.setdefault(f"{seg.table[0]}.{seg.table[1]}", TableCounts())
             if not res.skipped:
                 counts.upserts += res.upserts
                 counts.deletes += res.deletes
-            record["tables"][entry.uid] = self._table_record(entry, res.version, res.upserts, res.deletes)
+            uid = job.entry.uid
+            prev = record["tables"].get(uid) or {"upserts": 0, "deletes": 0}
+            version = max(res.version, versions.get(uid, -1))
+            record["tables"][uid] = self._table_record(job.entry, version, prev["upserts"] + res.upserts,
+                                                       prev["deletes"] + res.deletes)
+            versions[uid] = version
+
+        run_plan(plan, prepare=prepare, run=self._merge, apply_ddl=apply_ddl, done=done, executor=self.executor)
+        for uid, version in versions.items():
+            entry = state.tables.get(uid)
+            if uid not in record["tables"] and entry is not None and entry.status == "live":
+                record["tables"][uid] = self._table_record(entry, version, 0, 0)
+        if ddls:
+            record["ddls"] = ddls
+            if len(ddls) == 1:
+                record["ddl"] = ddls[0]
         return record
 
-    def _apply_ddl(self, state: State, step: DdlStep, record: dict[str, Any]) -> dict[str, Any]:
-        record["kind"] = "ddl"
-        record["ddl"] = {"type": step.ddl.ddl_type, "query": step.ddl.query, "schema": step.ddl.schema,
-                         "table": step.ddl.table}
+    def _merge(self, job: _Job) -> tuple[_Job, MergeResult]:
+        """One segment's MERGE, on the calling thread's own Spark session (a pool worker's)."""
+        from replicator.delta.merge import MergeResult
+        delta = self.session_delta()
+        seg, entry, spec = job.segment, job.entry, job.spec
+        if job.recovering and delta.txn_version(entry.path, delta.app_id(entry.uid)) >= seg.version:
+            # Committed by the crashed run; its table may already be past a DDL the catalog is not.
+            return job, MergeResult(len(seg.rows), 0, 0, delta.table_version(entry.path), True)
+        changes = collapse(seg.rows, spec.key)
+        meta = {"replicator": {"step": job.step, "applied_ts": seg.version, "kind": "window"}}
+        fault_timer("mid_merge")
+        with self._in_flight():
+            try:
+                res = delta.merge(entry.path, entry.uid, spec, changes, seg.version, meta)
+            except SchemaError as exc:  # e.g. a value that does not fit its column: say where it came from
+                raise SchemaError(f"{exc}; the rows came from {_positions(seg.rows)}") from None
+            fault_point("after_merge")
+            if self._running > 1:
+                fault_point("tables_in_flight")
+        return job, res
+
+    @contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        with self._lock:
+            self._running += 1
         try:
-            outcome = self.ddl.apply(state, step.ddl)
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    def _apply_ddl(self, state: State, ddl: DdlEvent, versions: dict[str, int]) -> dict[str, Any]:
+        info: dict[str, Any] = {"type": ddl.ddl_type, "query": ddl.query, "schema": ddl.schema, "table": ddl.table,
+                                "commit_ts": ddl.commit_ts}
+        try:
+            outcome = self.ddl.apply(state, ddl)
         except DdlError as exc:
             if self.options.on_ddl_error != "skip":
                 raise
-            self._dead_letter_ddl(step, exc)
-            record["ddl"]["outcome"] = f"skipped: {exc}"
+            self._dead_letter_ddl(ddl, exc)
+            info["outcome"] = f"skipped: {exc}"
             self.summary.ddl_skipped += 1
-            return record
-        record["ddl"]["outcome"] = f"{outcome.action}: {outcome.detail}"
+            return info
+        info["outcome"] = f"{outcome.action}: {outcome.detail}"
         self.summary.ddl_applied += 1
         for uid in outcome.tables:
             entry = state.tables.get(uid)
             if entry is not None and entry.status == "live":
-                record["tables"][uid] = self._table_record(entry, self.delta.table_version(entry.path), 0, 0)
-        log.info("DDL at %s: %s -> %s", step.ddl.commit_ts, step.ddl.query, record["ddl"]["outcome"])
-        return record
+                versions[uid] = self.delta.table_version(entry.path)
+        log.info("DDL at %s: %s -> %s", ddl.commit_ts, ddl.query, info["outcome"])
+        return info
 
     @staticmethod
     def _table_record(entry: TableEntry, version: int, upserts: int, deletes: int) -> dict[str, Any]:
@@ -370,14 +468,25 @@ class WarehouseApplier:
                  schema, table, list(spec.key))
         return entry
 
-    def _dead_letter_ddl(self, step: DdlStep, exc: Exception) -> None:
-        pos = step.ddl.position
+    def _dead_letter_ddl(self, ddl: DdlEvent, exc: Exception) -> None:
+        pos = ddl.position
         rec = Record(pos.topic if pos else self.source_name, pos.partition if pos else -1,
-                     pos.offset if pos else -1, -1, None, step.ddl.query.encode())
+                     pos.offset if pos else -1, -1, None, ddl.query.encode())
         from replicator.delta.deadletter import write_dead_letters
 
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, [(rec, f"DdlError: {exc}")])
         self.ddl_dead_letters += 1
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A segment ready to MERGE: resolved against the catalog on the scheduling thread."""
+
+    segment: Segment
+    entry: TableEntry
+    spec: TableSpec
+    step: int
+    recovering: bool  # a crashed run may have committed it: check its txnVersion first
 
 
 def _positions(rows: list[RowChange]) -> str:

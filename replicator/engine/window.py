@@ -14,15 +14,16 @@ Semantics (the ordering TiCDC guarantees; README "How it works"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from replicator.engine.plan import EVERYTHING, DdlScope
 from replicator.engine.progress import Cursor, Progress
 from replicator.errors import SchemaError
 from replicator.events import Column, DdlEvent, Event, Op, Resolved, RowChange, Value
 
-__all__ = ["Change", "Cursor", "DdlStep", "Progress", "RowBatch", "Step", "WindowStats", "Windower", "collapse"]
+__all__ = ["Change", "Cursor", "Progress", "Step", "WindowStats", "Windower", "collapse"]
 
 TableName = tuple[str, str]
 
@@ -41,30 +42,28 @@ class _PendingDdl:
     seq: int
     ddl: DdlEvent
     copies: dict[int, tuple[int, int]]  # partition -> (offset, wm_before) of its first copy
+    scope: DdlScope
 
 
 @dataclass(frozen=True)
-class RowBatch:
-    """Apply every buffered row with commit ts <= hi, per table in (commit ts, arrival) order."""
+class Step:
+    """Everything complete up to the watermark `hi`: the buffered rows with commit ts <= hi, per table
+    in (commit ts, arrival) order, and the DDLs with commit ts <= hi in (commit ts, arrival) order.
+
+    Each DDL is a barrier only for the tables it affects (its scope, engine/plan.py): a step ends
+    right before the first row that follows a DDL on one of its tables, and the rows of every
+    other table flow past it in the same step. So a step never holds rows of a table from both
+    sides of a DDL on it: a DDL re-applied after a crash inside its step (check-before-alter)
+    finds no row applied after it, as when it was a step of its own.
+    """
 
     hi: int
     rows: dict[TableName, list[RowChange]]
+    ddls: tuple[DdlEvent, ...] = ()
 
     @property
     def count(self) -> int:
         return sum(len(v) for v in self.rows.values())
-
-
-@dataclass(frozen=True)
-class DdlStep:
-    ddl: DdlEvent
-
-    @property
-    def hi(self) -> int:
-        return self.ddl.commit_ts
-
-
-Step = RowBatch | DdlStep
 
 
 @dataclass
@@ -84,8 +83,11 @@ class Windower:
     the applied watermark and the DDL ledger, `checkpoint` the restart cursors.
     """
 
-    def __init__(self, partitions: Sequence[int], progress: Progress | None = None) -> None:
+    def __init__(self, partitions: Sequence[int], progress: Progress | None = None,
+                 scope_of: Callable[[DdlEvent], DdlScope] | None = None) -> None:
         self.partitions: Sequence[int] = list(partitions)
+        # Which tables a DDL holds back (delta/ddl/scope.py); by default every table.
+        self.scope_of: Callable[[DdlEvent], DdlScope] = scope_of or (lambda _ddl: EVERYTHING)
         self.progress = progress if progress is not None else Progress()
         self.stats = WindowStats()
         self._wm: dict[int, int] = {}
@@ -157,7 +159,7 @@ class Windower:
         pending = self._ddls.get(key)
         if pending is None:
             self._seq += 1
-            self._ddls[key] = _PendingDdl(self._seq, ddl, {partition: (offset, wm_before)})
+            self._ddls[key] = _PendingDdl(self._seq, ddl, {partition: (offset, wm_before)}, self.scope_of(ddl))
         else:
             self.stats.ddl_duplicates += 1
             pending.copies.setdefault(partition, (offset, wm_before))
@@ -190,33 +192,37 @@ class Windower:
 
     # -- output ------------------------------------------------------------------------------
     def next_step(self) -> Step | None:
-        """The next complete step, or None. Call `commit(step)` once it is durably applied."""
-        w = self.watermark
-        ddl = min(self._ddls.values(), key=lambda d: (d.ddl.commit_ts, d.seq), default=None)
-        if ddl is not None and ddl.ddl.commit_ts <= w:
-            batch = self._batch(ddl.ddl.commit_ts)
-            return batch if batch.rows else DdlStep(ddl.ddl)
-        if w <= self.applied_ts:
-            return None
-        return self._batch(w)
+        """The next complete step, or None. Call `commit(step)` once it is durably applied.
 
-    def _batch(self, hi: int) -> RowBatch:
+        Everything up to the watermark, except that the step ends right before the first row of a
+        table that follows a DDL on that table (see `Step`).
+        """
+        hi = max(self.watermark, self.applied_ts)
+        ddls: list[DdlEvent] = []
+        for d in sorted(self._ddls.values(), key=lambda d: (d.ddl.commit_ts, d.seq)):
+            ts = d.ddl.commit_ts
+            if ts > hi:
+                break
+            ddls.append(d.ddl)
+            after = [b.row.commit_ts for table, buf in self._rows.items() if d.scope.covers(table)
+                     for b in buf if ts < b.row.commit_ts <= hi]
+            if after:
+                hi = min(after) - 1
+        if hi <= self.applied_ts and not ddls:
+            return None
+        return Step(hi, self._batch(hi), tuple(ddls))
+
+    def _batch(self, hi: int) -> dict[TableName, list[RowChange]]:
         rows: dict[TableName, list[RowChange]] = {}
         for table, buf in self._rows.items():
             sel = [b for b in buf if b.row.commit_ts <= hi]
             if sel:
                 sel.sort(key=lambda b: (b.row.commit_ts, b.seq))
                 rows[table] = [b.row for b in sel]
-        return RowBatch(hi, rows)
+        return rows
 
     def commit(self, step: Step) -> None:
-        """Forget what `step` applied and advance the applied watermark."""
-        if isinstance(step, DdlStep):
-            key = (step.ddl.commit_ts, step.ddl.query)
-            self._ddls.pop(key, None)
-            self._advance(step.ddl.commit_ts)
-            self.progress.ddl_ledger.add(key)
-            return
+        """Forget what `step` applied and advance the applied watermark (and the DDL ledger)."""
         for table in list(self._rows):
             keep = [b for b in self._rows[table] if b.row.commit_ts > step.hi]
             self._buffered -= len(self._rows[table]) - len(keep)
@@ -224,7 +230,12 @@ class Windower:
                 self._rows[table] = keep
             else:
                 del self._rows[table]
+        keys = [(d.commit_ts, d.query) for d in step.ddls]
+        for key in keys:
+            self._ddls.pop(key, None)
         self._advance(step.hi)
+        # A DDL at the new watermark itself may still arrive on another partition: the ledger tells.
+        self.progress.ddl_ledger.update(k for k in keys if k[0] >= self.progress.applied_ts)
 
     def _advance(self, ts: int) -> None:
         """Move the applied watermark to ts; the ledger keeps only DDLs it cannot yet tell apart."""

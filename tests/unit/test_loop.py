@@ -11,7 +11,7 @@ import pytest
 
 from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord
 from replicator.engine.progress import Cursor, Progress
-from replicator.engine.window import DdlStep, RowBatch, Step, Windower
+from replicator.engine.window import Step, Windower
 from replicator.errors import DecodeError, KafkaSourceError, SchemaError
 from replicator.events import Column, DdlEvent, Event, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sources.kafka import Record
@@ -148,7 +148,7 @@ class FakeApplier:
 
     def rows(self) -> list[tuple[int, int]]:
         """(commit ts, key) of every applied row."""
-        return [(r.commit_ts, r.columns[0].value) for s in self.steps if isinstance(s, RowBatch)
+        return [(r.commit_ts, r.columns[0].value) for s in self.steps
                 for rows in s.rows.values() for r in rows]
 
 
@@ -337,12 +337,14 @@ def test_progress_is_saved_before_the_consumer_group_is_told() -> None:
             assert events[i - 1] == ("save", offsets)
 
 
-def test_a_ddl_is_its_own_step_between_the_rows_before_and_after_it() -> None:
+def test_a_ddl_ends_its_step_before_the_rows_after_it() -> None:
+    """The DDL goes into the step with the rows before it; the step ends right before the first row
+    after it (of a table it affects: here, by default, every table)."""
     clock = Clock()
     ddl = DdlEvent(18, "s", "t", 11, "TRUNCATE TABLE t")
     records: dict[int, list[list[Event] | bytes]] = {0: [[ins(10, 1)], [ddl], [ins(20, 3)], res(25)]}
     source, applier = FakeSource(clock, records), FakeApplier()
     loop_of(source, applier, clock, until_caught_up=True).run()
-    assert [type(s).__name__ for s in applier.steps] == ["RowBatch", "DdlStep", "RowBatch"]
-    assert isinstance(applier.steps[1], DdlStep) and applier.progress.ddl_ledger == set()
-    assert applier.progress.applied_ts == 25
+    assert [(s.hi, s.ddls, [r.commit_ts for rs in s.rows.values() for r in rs]) for s in applier.steps] == [
+        (19, (ddl,), [10]), (25, (), [20])]
+    assert applier.progress.applied_ts == 25 and applier.progress.ddl_ledger == set()

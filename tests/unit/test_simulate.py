@@ -18,8 +18,11 @@ from sqlglot import exp
 from replicator.codec import codec_for
 from replicator.codec.render import value_to_json
 from replicator.codec.values import DecodeOptions
+from replicator.delta.ddl.scope import ddl_scope
 from replicator.delta.typemap import TableSpec, column_from_def, converter_for, spec_from_create
-from replicator.engine.window import DdlStep, RowBatch, Windower, collapse
+from replicator.engine.plan import Segment, plan_step
+from replicator.engine.schedule import InlineExecutor, run_plan
+from replicator.engine.window import Step, Windower, collapse
 from replicator.errors import ConfigError
 from replicator.events import DdlEvent, Position, Resolved, RowChange
 from replicator.sim.simcheck import ActualTable, canonical, compare_tables
@@ -325,16 +328,22 @@ class MemoryWarehouse:
             self.specs[new] = TableSpec(new[0], new[1], spec.columns, spec.key)
             self.rows[new] = self.rows.pop(old)
 
-    def apply(self, batch: RowBatch) -> None:
-        for name, rows in batch.rows.items():
-            spec = self.specs[name]
-            for ch in collapse(rows, spec.key):
-                if ch.delete:
-                    self.rows[name].pop(ch.key, None)
-                else:
-                    assert ch.image is not None
-                    assert set(ch.image) == {c.name for c in spec.columns}
-                    self.rows[name][ch.key] = dict(ch.image)
+    def apply(self, step: Step) -> None:
+        """As the engine does: each table's rows split at the DDLs that affect it (engine/plan.py)."""
+        plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
+        run_plan(plan, prepare=lambda seg: seg, run=self.merge, apply_ddl=lambda i: self.ddl(step.ddls[i]),
+                 done=lambda *_: None, executor=InlineExecutor())
+
+    def merge(self, seg: Segment) -> None:
+        name = seg.table
+        spec = self.specs[name]
+        for ch in collapse(seg.rows, spec.key):
+            if ch.delete:
+                self.rows[name].pop(ch.key, None)
+            else:
+                assert ch.image is not None
+                assert set(ch.image) == {c.name for c in spec.columns}
+                self.rows[name][ch.key] = dict(ch.image)
 
     def tables(self) -> dict[str, ActualTable]:
         out = {}
@@ -349,17 +358,14 @@ class MemoryWarehouse:
 def replicate_in_memory(sim: Simulation, apply_every: int = 37) -> tuple[MemoryWarehouse, Windower]:
     cfg = sim.config
     codec = codec_for(cfg.protocol)
-    windower = Windower(list(range(cfg.partitions)))
+    windower = Windower(list(range(cfg.partitions)), scope_of=ddl_scope)
     wh = MemoryWarehouse()
     offsets = [0] * cfg.partitions
     opts = DecodeOptions()
 
     def drain() -> None:
         while (step := windower.next_step()) is not None:
-            if isinstance(step, DdlStep):
-                wh.ddl(step.ddl)
-            else:
-                wh.apply(step)
+            wh.apply(step)
             windower.commit(step)
 
     for i, (p, key, value) in enumerate(sim.messages()):

@@ -8,10 +8,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.delta.ddl.scope import ddl_scope
 from replicator.delta.warehouse import State
-from replicator.engine.window import Cursor, DdlStep, RowBatch, Windower, collapse
+from replicator.engine.plan import Segment, plan_step
+from replicator.engine.schedule import InlineExecutor, run_plan
+from replicator.engine.window import Cursor, Step, Windower, collapse
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from tests.streamgen import generate, interleave
+
+
+class _Crash(Exception):
+    """A simulated kill in the middle of a step."""
 
 
 class Sink:
@@ -21,29 +28,40 @@ class Sink:
         self.rows: dict[str, dict[Any, dict[str, Any]]] = {}
         self.version: dict[str, int] = {}
 
-    def apply(self, step: RowBatch | DdlStep, crash_after: int | None = None) -> bool:
-        """Apply a step; with crash_after=n, stop after n tables (simulated kill). True if complete."""
-        if isinstance(step, DdlStep):
-            d = step.ddl
-            if d.ddl_type == 3:
-                self.rows.setdefault(d.table, {})
-            elif d.ddl_type == 11:
-                self.rows[d.table] = {}
-            return crash_after is None
-        for i, (table, rows) in enumerate(sorted(step.rows.items())):
-            if crash_after is not None and i >= crash_after:
-                return False
-            name = table[1]
-            if self.version.get(name, -1) >= step.hi:
-                continue
+    def apply(self, step: Step, crash_after: int | None = None) -> bool:
+        """Apply a step as the engine plans it (per-table segments split at the DDLs that affect
+        the table); with crash_after=n, stop after n segments (simulated kill). True if complete."""
+        plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
+        done: list[Segment] = []
+
+        def run(seg: Segment) -> None:
+            if crash_after is not None and len(done) >= crash_after:
+                raise _Crash
+            name = seg.table[1]
+            done.append(seg)
+            if self.version.get(name, -1) >= seg.version:
+                return
             target = self.rows.setdefault(name, {})
-            for ch in collapse(rows, ["id"]):
+            for ch in collapse(seg.rows, ["id"]):
                 if ch.delete:
                     target.pop(ch.key, None)
                 else:
                     assert ch.image is not None
                     target[ch.key] = dict(ch.image)
-            self.version[name] = step.hi
+            self.version[name] = seg.version
+
+        def apply_ddl(i: int) -> None:
+            d = step.ddls[i]
+            if d.ddl_type == 3:
+                self.rows.setdefault(d.table, {})
+            elif d.ddl_type == 11:
+                self.rows[d.table] = {}
+
+        try:
+            run_plan(plan, prepare=lambda seg: seg, run=run, apply_ddl=apply_ddl,
+                     done=lambda *_: None, executor=InlineExecutor())
+        except _Crash:
+            return False
         return crash_after is None
 
     def state(self) -> dict[str, dict[int, dict[str, Any]]]:
@@ -62,7 +80,7 @@ def run_with_crashes(seed: int, crash_prob: float) -> tuple[Sink, Any]:
     persisted = State().model_dump_json(by_alias=True)
     partitions = list(range(len(stream.partitions)))
     for _attempt in range(200):
-        w = Windower(partitions, State.model_validate_json(persisted).progress)
+        w = Windower(partitions, State.model_validate_json(persisted).progress, scope_of=ddl_scope)
         crashed = False
         # re-read from the cursors, in the same interleaving
         start = {p: w.progress.cursors.get(p, Cursor(0, 0)).offset for p in partitions}
@@ -123,7 +141,7 @@ def test_global_watermark_needs_every_partition() -> None:
     w.offer(1, 0, [Resolved(15)])
     assert w.watermark == 15
     step = w.next_step()
-    assert isinstance(step, RowBatch) and step.hi == 15 and step.count == 1
+    assert step is not None and step.hi == 15 and step.count == 1
 
 
 def test_replay_at_or_below_partition_watermark_is_dropped() -> None:
@@ -143,7 +161,7 @@ def test_older_version_arriving_later_never_wins() -> None:
     w.offer(0, 1, [row(3, Op.UPDATE, 1, "old")])
     w.offer(0, 2, [Resolved(6)])
     step = w.next_step()
-    assert isinstance(step, RowBatch)
+    assert step is not None
     assert collapse(step.rows[("s", "t")], ["id"])[0].image == {"id": 1, "v": "new"}
 
 
@@ -153,7 +171,7 @@ def test_key_change_deletes_old_key() -> None:
 
 
 def test_ddl_barrier_orders_rows_and_dedupes_broadcast_copies() -> None:
-    w = Windower([0, 1])
+    w = Windower([0, 1], scope_of=ddl_scope)
     ddl = DdlEvent(20, "s", "t", 5, "ALTER TABLE t ADD COLUMN c INT")
     w.offer(0, 0, [row(10, Op.INSERT, 1, 1)])
     w.offer(0, 1, [ddl])
@@ -165,9 +183,55 @@ def test_ddl_barrier_orders_rows_and_dedupes_broadcast_copies() -> None:
     while (s := w.next_step()) is not None:
         steps.append(s)
         w.commit(s)
-    assert [type(s).__name__ for s in steps] == ["RowBatch", "DdlStep", "RowBatch"]
-    assert steps[0].hi == 20 and steps[2].hi == 40
+    # The step ends right before the table's first row after the DDL: 29, then the rest.
+    assert [(s.hi, s.ddls, sorted(r.commit_ts for rs in s.rows.values() for r in rs)) for s in steps] == [
+        (29, (ddl,), [10]), (40, (), [30])]
     assert w.stats.ddl_duplicates == 1
+    plan = plan_step(steps[0].hi, steps[0].rows, steps[0].ddls, ddl_scope)
+    assert [(s.version, s.after, s.before) for s in plan.segments] == [(20, 0, 0)]
+
+
+def _on(table: str, ts: int, key: int) -> RowChange:
+    return RowChange(ts, "s", table, Op.INSERT, (_col("id", key, key=True),))
+
+
+def test_a_ddl_holds_back_only_its_own_tables() -> None:
+    """Rows of other tables flow past a DDL into the same step; only the DDL's table is cut."""
+    w = Windower([0], scope_of=ddl_scope)
+    alter = DdlEvent(20, "s", "a", 5, "ALTER TABLE a ADD COLUMN c INT")
+    w.offer(0, 0, [_on("a", 10, 1), _on("b", 10, 1), alter, _on("b", 25, 2), _on("b", 35, 3), _on("a", 30, 2),
+                   Resolved(40)])
+    first = w.next_step()
+    assert first is not None and first.hi == 29 and first.ddls == (alter,)
+    assert {t: [r.commit_ts for r in rs] for t, rs in first.rows.items()} == {("s", "a"): [10], ("s", "b"): [10, 25]}
+    w.commit(first)
+    second = w.next_step()
+    assert second is not None and second.hi == 40 and not second.ddls
+    assert {t: [r.commit_ts for r in rs] for t, rs in second.rows.items()} == {("s", "a"): [30], ("s", "b"): [35]}
+
+
+def test_ddls_of_different_tables_share_a_step() -> None:
+    w = Windower([0], scope_of=ddl_scope)
+    d1 = DdlEvent(20, "s", "a", 11, "TRUNCATE TABLE a")
+    d2 = DdlEvent(30, "s", "b", 11, "TRUNCATE TABLE b")
+    w.offer(0, 0, [_on("a", 10, 1), _on("b", 15, 1), d1, _on("b", 25, 2), d2, _on("a", 35, 3), _on("c", 36, 1),
+                   Resolved(50)])
+    step = w.next_step()  # b's row 25 flows past a's DDL; a's row 35 ends the step
+    assert step is not None and step.hi == 34 and step.ddls == (d1, d2)
+    plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
+    assert [(s.table[1], [r.commit_ts for r in s.rows], s.version, s.after, s.before) for s in plan.segments] == [
+        ("a", [10], 20, 0, 0), ("b", [15, 25], 30, 0, 1)]
+    w.commit(step)
+    rest = w.next_step()
+    assert rest is not None and rest.hi == 50 and sorted(rest.rows) == [("s", "a"), ("s", "c")]
+
+
+def test_a_ddl_whose_scope_is_unknown_holds_back_every_table() -> None:
+    w = Windower([0], scope_of=ddl_scope)
+    odd = DdlEvent(20, "s", "", 99, "SOMETHING NEW")
+    w.offer(0, 0, [_on("b", 10, 1), odd, _on("b", 25, 2), Resolved(40)])
+    step = w.next_step()
+    assert step is not None and step.hi == 24 and step.ddls == (odd,)
 
 
 def test_restart_cursor_points_at_oldest_unapplied_event() -> None:
