@@ -30,10 +30,15 @@ class DdlScope:
     tables: frozenset[TableName] = frozenset()
     schemas: frozenset[str] = frozenset()  # every table of these schemas (DROP SCHEMA)
     everything: bool = False  # the scope cannot be told: a barrier for every table
+    # Re-applying the DDL after rows that follow it were applied changes nothing of theirs (catalog
+    # only, or an idempotent Delta change that leaves columns and rows alone: CREATE, RENAME, DROP
+    # TABLE, comments, defaults, keys), so those rows may share its step (window.py `Step`).
+    rerunnable: bool = False
 
     @classmethod
-    def of(cls, *names: TableName, schemas: Sequence[str] = ()) -> DdlScope:
-        return cls(frozenset((s.lower(), t.lower()) for s, t in names), frozenset(s.lower() for s in schemas))
+    def of(cls, *names: TableName, schemas: Sequence[str] = (), rerunnable: bool = False) -> DdlScope:
+        return cls(frozenset((s.lower(), t.lower()) for s, t in names), frozenset(s.lower() for s in schemas),
+                   rerunnable=rerunnable)
 
     def covers(self, table: TableName) -> bool:
         if self.everything:

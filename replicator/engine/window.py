@@ -50,11 +50,13 @@ class Step:
     """Everything complete up to the watermark `hi`: the buffered rows with commit ts <= hi, per table
     in (commit ts, arrival) order, and the DDLs with commit ts <= hi in (commit ts, arrival) order.
 
-    Each DDL is a barrier only for the tables it affects (its scope, engine/plan.py): a step ends
-    right before the first row that follows a DDL on one of its tables, and the rows of every
-    other table flow past it in the same step. So a step never holds rows of a table from both
-    sides of a DDL on it: a DDL re-applied after a crash inside its step (check-before-alter)
-    finds no row applied after it, as when it was a step of its own.
+    Each DDL is a barrier only for the tables it affects (its scope, engine/plan.py): the rows of
+    every other table flow past it in the same step. A DDL that changes a table's columns or rows
+    (ADD/DROP/MODIFY COLUMN, TRUNCATE, partition deletes) also ends the step right before the
+    first row that follows it on one of its tables: a DDL re-applied after a crash inside its step
+    (check-before-alter) then finds no row applied after it, as when it was a step of its own.
+    Catalog-only DDLs (CREATE, RENAME, DROP TABLE, ...) re-run harmlessly, so rows after them
+    share their step.
     """
 
     hi: int
@@ -204,6 +206,8 @@ class Windower:
             if ts > hi:
                 break
             ddls.append(d.ddl)
+            if d.scope.rerunnable:
+                continue
             after = [b.row.commit_ts for table, buf in self._rows.items() if d.scope.covers(table)
                      for b in buf if ts < b.row.commit_ts <= hi]
             if after:

@@ -245,3 +245,17 @@ def test_restart_cursor_points_at_oldest_unapplied_event() -> None:
     assert s is not None
     w.commit(s)
     assert w.restart_cursors() == {0: Cursor(4, 12)}
+
+
+def test_rows_after_a_catalog_only_ddl_share_its_step() -> None:
+    """CREATE / RENAME re-run harmlessly after the rows that follow them: no step boundary, the plan
+    still orders each table's rows around them."""
+    w = Windower([0], scope_of=ddl_scope)
+    create = DdlEvent(20, "s", "n", 3, "CREATE TABLE n (id INT PRIMARY KEY)")
+    rename = DdlEvent(30, "s", "a", 14, "RENAME TABLE a TO b")
+    w.offer(0, 0, [_on("a", 10, 1), create, _on("n", 25, 1), rename, _on("b", 35, 2), Resolved(40)])
+    step = w.next_step()
+    assert step is not None and step.hi == 40 and step.ddls == (create, rename)
+    plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
+    assert [(s.table[1], s.version, s.after, s.before) for s in plan.segments] == [
+        ("a", 30, 0, 1), ("b", 40, 2, None), ("n", 40, 1, None)]

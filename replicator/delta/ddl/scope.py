@@ -20,6 +20,12 @@ from replicator.errors import DdlError
 from replicator.events import DdlEvent
 
 _CREATE_SCHEMA, _DROP_SCHEMA, _RENAME_TABLE, _RECOVER_TABLE = 1, 2, 14, 25
+RERUNNABLE = frozenset({2, 3, 4, 14, 15, 17, 19, 25, 32, 33})
+"""Codes whose re-application after later rows of their tables changes none of those rows: catalog
+only (drop/rename/recover, partition definitions, keys) or an idempotent Delta change that leaves
+columns and rows alone (CREATE TABLE IF NOT EXISTS at its deterministic path, a comment, a
+default). The others (ADD/DROP/MODIFY COLUMN with their backfills and rewrites, TRUNCATE, partition
+deletes) must not run again after rows that follow them, so those rows wait for the next step."""
 
 
 def ddl_scope(ddl: DdlEvent) -> DdlScope:
@@ -37,7 +43,7 @@ def ddl_scope(ddl: DdlEvent) -> DdlScope:
         return EVERYTHING
     if ddl.table:
         names.add((ddl.schema, ddl.table))
-    return DdlScope.of(*names) if names else EVERYTHING
+    return DdlScope.of(*names, rerunnable=ddl.ddl_type in RERUNNABLE) if names else EVERYTHING
 
 
 def _drop_schema(ddl: DdlEvent) -> DdlScope:
@@ -46,7 +52,7 @@ def _drop_schema(ddl: DdlEvent) -> DdlScope:
     if isinstance(stmt, exp.Drop) and isinstance(stmt.this, exp.Table):
         name = stmt.this.name or stmt.this.db
     name = name or ddl.schema
-    return DdlScope.of(schemas=[name]) if name else EVERYTHING
+    return DdlScope.of(schemas=[name], rerunnable=True) if name else EVERYTHING
 
 
 def _named_tables(ddl: DdlEvent) -> set[tuple[str, str]]:
