@@ -96,7 +96,7 @@ class Explorer:
                 "rows_changed": sum(t.get("upserts", 0) + t.get("deletes", 0) for t in tables.values()),
                 "tables": len(tables),
                 "lag_s": (recorded - tso_to_datetime(applied)).total_seconds(),
-                "ddl": (w.get("ddl") or {}).get("query"),
+                "ddl": "; ".join(d["query"] for d in _ddls(w)) or None,
             })
         return pd.DataFrame(recs)
 
@@ -152,8 +152,7 @@ class Explorer:
             steps.append(meta.get("step") or w.get("step"))
             kinds.append(meta.get("kind") or w.get("kind"))
             applied.append(meta.get("applied_ts") or w.get("applied_ts"))
-            queries = [d.get("query") for d in w.get("ddls") or ([w["ddl"]] if w.get("ddl") else [])]
-            ddl.append("; ".join(q for q in queries if q) or None)
+            ddl.append("; ".join(d["query"] for d in _ddls(w)) or None)
         hist["step"], hist["kind"], hist["applied_ts"], hist["ddl"] = steps, kinds, applied, ddl
         return pd.DataFrame(hist)
 
@@ -169,6 +168,11 @@ class Explorer:
             return self.spark.read.format("delta").load(entry.path).limit(0)
         return (self.spark.read.format("delta").option("readChangeFeed", "true")
                 .option("startingVersion", starting).option("endingVersion", end).load(entry.path))
+
+
+def _ddls(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The DDLs of a step log record: `ddls`, or the one `ddl` of records written before steps held several."""
+    return list(record.get("ddls") or ([record["ddl"]] if record.get("ddl") else []))
 
 
 def open_warehouse(path: str | os.PathLike[str] | None = None, spark: SparkSession | None = None) -> Explorer:

@@ -385,8 +385,7 @@ class WarehouseApplier:
                 record["tables"][uid] = self._table_record(entry, version, 0, 0)
         if ddls:
             record["ddls"] = ddls
-            if len(ddls) == 1:
-                record["ddl"] = ddls[0]
+            record["ddl"] = ddls[0]  # the step log's shape before steps held several DDLs
         return record
 
     def _merge(self, job: _Job) -> tuple[_Job, MergeResult]:

@@ -89,7 +89,7 @@ def test_every_reader_reads_a_simulated_warehouse(kafka_bootstrap: str, spark: A
     assert any(t["reader_features"] == ["timestampNtz"] for t in listed)
     # The widening MODIFY was applied by a rewrite, not with the typeWidening feature.
     log = [json.loads(line) for line in (wh / "_replicator" / "windows.jsonl").read_text().splitlines()]
-    modifies = [r["ddl"]["outcome"] for r in log if r.get("kind") == "ddl" and r["ddl"]["type"] == 12]
+    modifies = [d["outcome"] for r in log for d in r.get("ddls", []) if d["type"] == 12]
     assert modifies and any("table rewritten" in o for o in modifies), modifies
 
 

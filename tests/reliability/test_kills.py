@@ -30,14 +30,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.time
 # each one (a run restarts where the previous one crashed, so each entry also makes progress).
 FAULT_PLAN = [
     "after_dead_letters:1",  # the bad message's dead letter written, progress not
+    "mid_ddl:1",  # a Delta statement of the first DDL with one done (ADD COLUMNS), its catalog and progress not
+    "mid_ddl:2",  # the second statement of the rerun's DDLs (MODIFY COLUMN, TRUNCATE, DROP COLUMN)
     "after_merge:3",  # a table's MERGE committed; the step's later tables and its progress not
     "between_tables:2",  # ... and another table of the same step is next
     "tables_in_flight:1",  # a table's MERGE committed while another table's MERGE of the step still runs
-    "mid_ddl:1",  # a Delta statement of the next DDL done (ADD COLUMNS), its catalog and progress not
     "mid_merge:2:0.3",  # 0.3 s into a MERGE: the JVM dies while writing
-    "before_progress:3",  # all Delta writes of a step done, state.json not replaced
-    "after_progress:2",  # state.json replaced, consumer-group offsets not committed
-    "mid_ddl:1",  # the next DDL with a Delta statement (MODIFY COLUMN, TRUNCATE, DROP COLUMN)
+    "before_progress:2",  # all Delta writes of a step done, state.json not replaced
+    "after_progress:1",  # state.json replaced, consumer-group offsets not committed
 ]
 GARBAGE = b"\x00\x01not a TiCDC message\xff"
 
@@ -65,7 +65,7 @@ def test_crash_at_each_named_instant_then_rerun(kafka_bootstrap: str, spark: Any
     produce(kafka_bootstrap, topic, records)
     wh, log = tmp_path / "wh", tmp_path / "runs.log"
     # The tables of a step are MERGEd concurrently (each in its own Spark session).
-    args = ("--max-buffer-rows", "250", "--on-error", "skip", "--apply-parallelism", "4")
+    args = ("--max-buffer-rows", "60", "--on-error", "skip", "--apply-parallelism", "4")
     for fault in FAULT_PLAN:
         proc = start_run(kafka_bootstrap, topic, wh, protocol, *args, fault=fault, log=log)
         rc = proc.wait(timeout=900)
