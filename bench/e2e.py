@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import BenchConfig, log
-from bench.procs import RssSampler
+from bench.procs import RssSampler, checkout_env
 from replicator.events import RowChange
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ def run_replicator(bootstrap: str, topic: str, protocol: str, warehouse: Path, m
     stderr_path = workdir / f"run-{topic}.log"
     t0 = time.perf_counter()
     with open(stderr_path, "wb") as err:
-        # cwd: an empty dir, so `-m` puts nothing unexpected on sys.path.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=workdir)
+        # cwd: an empty dir, so `-m` puts nothing unexpected on sys.path; PYTHONPATH: this checkout.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=workdir, env=checkout_env())
         sampler = RssSampler(proc.pid)
         sampler.start()
         try:
