@@ -216,7 +216,14 @@ def run_peer(spark: SparkSession, bootstrap: str, topic: str, protocol: str, out
               .option("startingOffsets", "earliest"))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    query = (reader.load().writeStream
+    try:
+        source = reader.load()
+    except Exception as exc:
+        if "kafka" in str(exc).lower() and ("DATA_SOURCE_NOT_FOUND" in str(exc) or "Failed to find" in str(exc)):
+            raise RuntimeError("Spark's Kafka source is not among the session's jars: run `make spark-jars` "
+                               "(tools/spark-jars/pom.xml resolves it into .cache/spark-jars)") from exc
+        raise
+    query = (source.writeStream
              .queryName(f"peer-{topic}")
              .option("checkpointLocation", str(out / "checkpoint"))
              .trigger(availableNow=True)
