@@ -472,7 +472,8 @@ def _follower_md(results: dict[str, Any]) -> list[str]:
         ]
     ex = f.get("exit", {})
     lines += [
-        f"| rows never applied | {f.get('unapplied_rows', 0):,} |",
+        f"| rows never applied (in the lag figures with their age at the stop, a lower bound) | "
+        f"{f.get('unapplied_rows', 0):,} |",
         f"| caught up after the last row | {'yes' if f.get('caught_up') else 'NO'}, in {f.get('drain_s', 0.0):.1f} s |",
         f"| SIGTERM: exit code / time to exit | {ex.get('exit_code')} / {ex.get('stop_s', 0.0):.1f} s |",
         f"| peak RSS: Python driver / JVM | {_mib(ex.get('driver_peak_rss', 0))} / {_mib(ex.get('jvm_peak_rss', 0))} |",
