@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -49,12 +50,27 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--scale-repeat", type=int, default=None, help="MERGE rounds per size and mode (default 3)")
     p.add_argument("--profile-events", type=int, default=None, help="row changes for the profiled run (default 20,000)")
     p.add_argument("--max-buffer-rows", type=int, default=200_000, help="passed to replicator run (default 200,000)")
+    p.add_argument("--apply-parallelism", type=int, default=None,
+                   help="passed to every replicator run (e2e, tables, follower) when given; needs a build whose "
+                   "`replicator run` has it (default: not passed)")
+    p.add_argument("--peer-max-offsets", type=int, default=None,
+                   help="the peer's maxOffsetsPerTrigger (default: about --max-buffer-rows row changes)")
+    p.add_argument("--tables-counts", default=None,
+                   help="few,many tables of the many-tables section (default 10,200; --quick: 10,40)")
+    p.add_argument("--tables-events", type=int, default=None,
+                   help="row changes of each many-tables run (default 100,000; --quick: 10,000)")
+    p.add_argument("--follower-seconds", type=float, default=None,
+                   help="length of the follower's steady input (default 180; --quick: 25)")
+    p.add_argument("--follower-rate", type=int, default=500, help="row changes/s of the follower's input (default 500)")
+    p.add_argument("--follower-tables", type=int, default=10, help="tables of the follower's input (default 10)")
     p.add_argument("--table-features", choices=PROFILES, default=None,
                    help="profile of the replicator's tables in the end-to-end runs (sets REPLICATOR_TABLE_FEATURES)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
-    cfg = BenchConfig(out=a.out, quick=a.quick, max_buffer_rows=a.max_buffer_rows, seed=a.seed, keep=a.keep)
+    cfg = BenchConfig(out=a.out, quick=a.quick, max_buffer_rows=a.max_buffer_rows, seed=a.seed, keep=a.keep,
+                      apply_parallelism=a.apply_parallelism, peer_max_offsets=a.peer_max_offsets,
+                      follower_rate=a.follower_rate, follower_tables=a.follower_tables)
     cfg.events = a.events if a.events is not None else (20_000 if a.quick else 1_000_000)
     cfg.protocols = tuple(x.strip() for x in a.protocols.split(",") if x.strip())
     cfg.sections = tuple(x.strip() for x in a.sections.split(",") if x.strip())
@@ -63,6 +79,19 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     unknown = set(cfg.sections) - set(section_names()) | set(cfg.protocols) - set(PROTOCOLS)
     if unknown:
         p.error(f"unknown section or protocol: {', '.join(sorted(unknown))}")
+    if "peer" in cfg.sections and "e2e" not in cfg.sections:
+        p.error("--sections peer needs e2e too: the peer runs on the end-to-end topics, next to the replicator")
+    if a.apply_parallelism is not None and not _run_has_flag("--apply-parallelism"):
+        p.error("--apply-parallelism: this build's `replicator run` has no such flag")
+    if a.tables_counts:
+        counts = tuple(int(x) for x in a.tables_counts.split(","))
+        if len(counts) != 2 or min(counts) < 1:
+            p.error("--tables-counts takes two table counts, e.g. 10,200")
+        cfg.tables_counts = (counts[0], counts[1])
+    elif a.quick:
+        cfg.tables_counts = (10, 40)
+    cfg.tables_events = a.tables_events or (10_000 if a.quick else 100_000)
+    cfg.follower_seconds = a.follower_seconds or (25.0 if a.quick else 180.0)
     if a.scale_sizes:
         cfg.scale_sizes = tuple(int(x) for x in a.scale_sizes.split(","))
     elif a.quick:
@@ -73,6 +102,15 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.workload_events = 10_000 if a.quick else 50_000
     cfg.profile_events = a.profile_events or min(cfg.events, 20_000)
     return cfg
+
+
+def _run_has_flag(flag: str) -> bool:
+    """Whether this checkout's `replicator run --help` lists `flag`."""
+    from bench.procs import checkout_env
+
+    out = subprocess.run([sys.executable, "-m", "replicator", "run", "--help"], capture_output=True, text=True,
+                         timeout=120, env=checkout_env())
+    return flag in out.stdout
 
 
 def main(argv: Sequence[str] | None = None) -> int:

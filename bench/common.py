@@ -36,17 +36,36 @@ class BenchConfig:
     tables: int = 10
     partitions: int = 3
     protocols: tuple[str, ...] = PROTOCOLS
-    sections: tuple[str, ...] = ("codec", "e2e", "scale", "features", "profile")  # names in bench.sections.SECTIONS
+    sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "scale", "features",
+                                 "profile")  # names in bench.sections.SECTIONS
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
     workload_events: int = 50_000
     profile_events: int = 20_000
     max_buffer_rows: int = 200_000
+    # Passed to every `replicator run` as --apply-parallelism when set (None: the flag is not passed,
+    # for builds whose `run` does not have it).
+    apply_parallelism: int | None = None
+    # The peer's Kafka records per micro-batch (None: about max_buffer_rows row events, see bench.peer).
+    peer_max_offsets: int | None = None
+    # Many tables: the same number of row changes over few and over many tables.
+    tables_counts: tuple[int, int] = (10, 200)
+    tables_events: int = 100_000
+    # Follower lag: a steady stream of `follower_rate` row changes/s over `follower_tables` tables,
+    # a resolved event per partition every second, for `follower_seconds`.
+    follower_seconds: float = 180.0
+    follower_rate: int = 500
+    follower_tables: int = 10
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False
     keep: bool = False
+
+
+def run_args(cfg: BenchConfig) -> list[str]:
+    """Extra `replicator run` arguments every run of the bench gets (--apply-parallelism when set)."""
+    return [] if cfg.apply_parallelism is None else ["--apply-parallelism", str(cfg.apply_parallelism)]
 
 
 def machine_info() -> dict[str, Any]:

@@ -6,18 +6,19 @@ same final rows, and consume-only / consume+decode throughput.
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import BenchConfig, log
-from bench.procs import RssSampler
+from bench.common import BenchConfig, log, run_args
+from bench.procs import RssSampler, checkout_env
 from replicator.events import RowChange
 
 if TYPE_CHECKING:
@@ -44,16 +45,17 @@ def produce_stream(cfg: BenchConfig, bootstrap: str, protocol: str, events: int,
 
 
 def run_replicator(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
-                   workdir: Path) -> dict[str, Any]:
-    """`replicator run --until-caught-up` as a subprocess, its and its JVM's RSS sampled."""
+                   workdir: Path, *, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """`replicator run --until-caught-up` as a subprocess, its and its JVM's RSS sampled; `extra`:
+    more `run` arguments (`bench.common.run_args`)."""
     cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
            "--protocol", protocol, "--warehouse", str(warehouse), "--until-caught-up", "--json-summary",
-           "--max-buffer-rows", str(max_buffer_rows)]
+           "--max-buffer-rows", str(max_buffer_rows), *extra]
     stderr_path = workdir / f"run-{topic}.log"
     t0 = time.perf_counter()
     with open(stderr_path, "wb") as err:
-        # cwd: an empty dir, so `-m` puts nothing unexpected on sys.path.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=workdir)
+        # cwd: an empty dir, so `-m` puts nothing unexpected on sys.path; PYTHONPATH: this checkout.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=workdir, env=checkout_env())
         sampler = RssSampler(proc.pid)
         sampler.start()
         try:
@@ -172,9 +174,10 @@ def append_baseline(spark: SparkSession, warehouse: Path, scratch: Path) -> dict
 Runner = Callable[[str, str, str, Path, int, Path], dict[str, Any]]
 
 
-def bench_e2e(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Runner = run_replicator) -> dict[str, Any]:
+def bench_e2e(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Runner | None = None) -> dict[str, Any]:
     """Section 2 (Spark-free part): per protocol, produce, run the replicator, consume baselines.
-    `runner` is `run_replicator` (a subprocess); the smoke test passes an in-process one."""
+    `runner` is `run_replicator` (a subprocess) unless given; the smoke test passes an in-process one."""
+    runner = runner or functools.partial(run_replicator, extra=run_args(cfg))
     out: dict[str, Any] = {}
     for i, protocol in enumerate(cfg.protocols):
         log.info("e2e %s: simulating %d row changes into the broker", protocol, cfg.events)

@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def checkout_env() -> dict[str, str]:
+    """The environment for the bench's Python subprocesses: this checkout first on PYTHONPATH, so a
+    ``python -m replicator`` (or ``-m bench.peer``) child imports the code the bench was started
+    from, not whatever checkout the virtualenv's editable install points at (worktrees share one)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 def _proc_status(pid: int) -> dict[str, int]:

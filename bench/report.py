@@ -27,9 +27,16 @@ def _yes(ok: bool | None) -> str:
     return "n/a" if ok is None else ("**met**" if ok else "**not met**")
 
 
+def _rate(run: dict[str, Any]) -> float:
+    """Row events per second of wall time of a run (a replicator's or the peer's)."""
+    rows = run["summary"]["rows"] if "summary" in run else run["rows"]
+    return float(rows) / max(float(run["wall_s"]), 1e-9)
+
+
 def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met): end-to-end throughput against a plain append, Craft against Open Protocol
-    decoding, case-0 decode time, MERGE growth with table size, driver memory of the 1M-event run."""
+    """(target, measured, met): end-to-end throughput against a plain append and against the peer,
+    Craft against Open Protocol decoding, case-0 decode time, MERGE growth with table size, many
+    tables against few, follower lag, driver memory of the 1M-event run."""
     out: list[tuple[str, str, bool | None]] = []
     e2e = results.get("e2e", {})
     for protocol, res in e2e.items():
@@ -37,6 +44,25 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
         half = res["append"]["rows_per_s"] / 2
         out.append((f"end-to-end rows/s >= half the plain-append rate ({protocol})",
                     f"{_fmt(rate)} vs {_fmt(half)} rows/s", rate >= half))
+    for protocol, res in results.get("peer", {}).items():
+        if protocol in e2e:
+            mine, peer = _rate(e2e[protocol]["run"]), _rate(res["run"])
+            ratio = mine / peer if peer else 0.0
+            out.append((f"replicator rows/s >= 1.5x the Structured Streaming peer's ({protocol})",
+                        f"{ratio:.2f}x ({_fmt(mine)} vs {_fmt(peer)} rows/s)", ratio >= 1.5))
+    tables = results.get("tables")
+    if tables:
+        few, many = sorted(tables["runs"].values(), key=lambda r: int(r["tables"]))
+        out.append((f"{many['tables']} tables >= half the {few['tables']}-table rate ({tables['events']:,} changes)",
+                    f"{tables['ratio']:.2f} ({_fmt(many['rows_per_s'])} vs {_fmt(few['rows_per_s'])} rows/s)",
+                    tables["ratio"] >= 0.5))
+    follower = results.get("follower")
+    if follower and follower["lag"].get("rows"):
+        lag = follower["lag"]
+        out.append(("follower lag p99 <= 10 s and not growing",
+                    f"p99 {lag['p99_s']:.1f} s; p99 first → last third {lag['thirds'][0]['p99_s']:.1f} → "
+                    f"{lag['thirds'][2]['p99_s']:.1f} s",
+                    lag["p99_s"] <= 10.0 and lag["flat"] and not follower["unapplied_rows"]))
     codec = results.get("codec")
     if codec:
         c, o = codec["workload"]["craft"], codec["workload"]["open"]
@@ -54,8 +80,8 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
     for protocol, res in e2e.items():
         peak = res["run"]["driver_peak_rss"]
         full = cfg.events >= 1_000_000
-        out.append((f"driver RSS < 2 GiB for the 1M run ({protocol})",
-                    f"{_mib(peak)} at {cfg.events:,} events", (peak < 2 * GIB) if full else None))
+        out.append((f"driver RSS <= 2 GiB for the 1M run ({protocol})",
+                    f"{_mib(peak)} at {cfg.events:,} events", (peak <= 2 * GIB) if full else None))
     return out
 
 
@@ -65,7 +91,7 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     lines = _header_md(results, cfg)
     e2e, resources = _e2e_md(results, cfg)
     for block in (_codec_md(results), e2e, _scale_md(results), _features_md(results), resources,
-                  _profile_md(results, cfg)):
+                  _profile_md(results, cfg), _peer_md(results), _tables_md(results), _follower_md(results)):
         lines += block
     notes = results.get("notes")
     if notes:
@@ -308,6 +334,152 @@ def _profile_md(results: dict[str, Any], cfg: BenchConfig) -> list[str]:
         ]
         for label, _, _ in STAGES:
             lines.append(f"| {label} | " + " | ".join(f"{prof[p]['stages'][label]:.2f} s" for p in protos) + " |")
+    return lines
+
+
+def _peer_md(results: dict[str, Any]) -> list[str]:
+    """## 6. The peer: what a Spark user would write instead (same topics as section 2)."""
+    peer, e2e = results.get("peer"), results.get("e2e", {})
+    if not peer:
+        return []
+    protos = [p for p in peer if p in e2e]
+    lines = [
+        "",
+        "## 6. The peer: Spark Structured Streaming on the same topics",
+        "",
+        "What a Spark user would write instead of the replicator (`bench/peer.py`), run as a subprocess right "
+        "after the replicator's run of section 2 on the same topic: Spark's Kafka source, `Trigger.AvailableNow`, "
+        "`foreachBatch` decoding each micro-batch with this project's codecs, the last change per key by commit "
+        "ts, one MERGE per table per micro-batch, idempotent through `txnAppId` = the query id and `txnVersion` = "
+        "the batch id. Micro-batches are bounded by `maxOffsetsPerTrigger`, sized to about the replicator's "
+        "`--max-buffer-rows` row changes. It ignores resolved timestamps and DDL barriers; its tables are checked "
+        "against the simulator's expected ones and every difference is counted, not hidden. Both wall times "
+        "include Python and JVM start-up.",
+        "",
+        "| | " + " | ".join(protos) + " |",
+        "| --- | " + " | ".join("---:" for _ in protos) + " |",
+    ]
+
+    def row(label: str, fn: Callable[[dict[str, Any], dict[str, Any]], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(fn(peer[p], e2e[p]) for p in protos) + " |")
+
+    def batches(r: dict[str, Any], key: str) -> float:
+        return sum(float(b[key]) for b in r["run"]["batches"])
+
+    row("row events read (peer / replicator)", lambda r, e: f"{r['run']['rows']:,} / {e['run']['summary']['rows']:,}")
+    row("micro-batches (maxOffsetsPerTrigger)",
+        lambda r, e: f"{len(r['run']['batches'])} ({r['run']['max_offsets_per_trigger'] or 'unbounded'})")
+    row("MERGEs: peer / replicator", lambda r, e: f"{r['run']['merges']} / {e['steps']['merges']}")
+    row("peer: wall time", lambda r, e: f"{r['run']['wall_s']:.1f} s")
+    row("peer, summed over micro-batches: Kafka read (toArrow) / decode / CREATE TABLE / MERGEs",
+        lambda r, e: f"{batches(r, 'read_s'):.1f} s / {batches(r, 'decode_s'):.1f} s / "
+                     f"{batches(r, 'create_s'):.1f} s / {batches(r, 'merge_s'):.1f} s")
+    row("**peer rows/s**", lambda r, e: f"**{_fmt(_rate(r['run']))}**")
+    row("**replicator rows/s** (section 2)", lambda r, e: f"**{_fmt(_rate(e['run']))}**")
+    row("**replicator ÷ peer**", lambda r, e: f"**{_rate(e['run']) / max(_rate(r['run']), 1e-9):.2f}x**")
+    row("peak RSS: Python driver / JVM",
+        lambda r, e: f"{_mib(r['run']['driver_peak_rss'])} / {_mib(r['run']['jvm_peak_rss'])}")
+
+    def verdict(r: dict[str, Any]) -> str:
+        if "verified" not in r:
+            return "not checked"
+        if r["verified"]:
+            return "yes"
+        kinds = ", ".join(f"{n} {k}" for k, n in r["diff_kinds"].items() if n)
+        return f"NO: {r['diff_count']:,} differences in {len(r['wrong_tables'])} tables ({kinds})"
+
+    row("peer's result equals the simulator's expected tables", lambda r, e: verdict(r))
+    for p in protos:
+        if peer[p].get("diffs"):
+            lines += ["", f"First differences of the peer's tables ({p}): "
+                          + "; ".join(f"`{d}`" for d in peer[p]["diffs"][:5])]
+    return lines
+
+
+def _tables_md(results: dict[str, Any]) -> list[str]:
+    """## 7. Many tables: the same row changes over few and many tables."""
+    tables = results.get("tables")
+    if not tables:
+        return []
+    runs = sorted(tables["runs"].values(), key=lambda r: int(r["tables"]))
+    lines = [
+        "",
+        f"## 7. Many tables: {tables['events']:,} row changes over {runs[0]['tables']} and {runs[-1]['tables']} tables",
+        "",
+        f"The same number of simulated row changes ({tables['protocol']}, {tables['partitions']} partitions) over "
+        f"{runs[0]['tables']} and over {runs[-1]['tables']} tables, each replicated by `replicator run "
+        "--until-caught-up` (a subprocess) into a warehouse of its own. Every CREATE TABLE is a DDL step of its "
+        "own; a window step MERGEs every table with changes in it. The rate counts the simulated row changes "
+        "(replays re-sent by the stream come on top, more with more tables). Step times from the step log (a "
+        "step's `recorded_at` to the next one's).",
+        "",
+        "| | " + " | ".join(f"{r['tables']} tables" for r in runs) + " |",
+        "| --- | " + " | ".join("---:" for _ in runs) + " |",
+    ]
+
+    def row(label: str, fn: Callable[[dict[str, Any]], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(fn(r) for r in runs) + " |")
+
+    row("row changes / row events read (with the stream's replays)",
+        lambda r: f"{r['stream']['stats']['row_changes']:,} / {r['run']['summary']['rows']:,}")
+    row("wall time", lambda r: f"{r['run']['wall_s']:.1f} s")
+    row("**row changes/s** (row changes / wall)", lambda r: f"**{_fmt(r['rows_per_s'])}**")
+    row("DDL steps (CREATE TABLE) / their time", lambda r: f"{r['steps']['ddl']} / {r['steps'].get('ddl_s', 0):.1f} s")
+    row("window steps / MERGEs", lambda r: f"{r['steps']['windows']} / {r['steps'].get('merges', 0)}")
+    row("time per window step: median / max",
+        lambda r: f"{r['steps'].get('window_median_s', 0):.1f} s / {r['steps'].get('window_max_s', 0):.1f} s")
+    row("window time per MERGE", lambda r: f"{r['steps'].get('s_per_merge', 0):.2f} s")
+    row("peak RSS: Python driver / JVM",
+        lambda r: f"{_mib(r['run']['driver_peak_rss'])} / {_mib(r['run']['jvm_peak_rss'])}")
+    row("result equals the simulator's expected tables",
+        lambda r: "not checked" if "verified" not in r else ("yes" if r["verified"] else "NO"))
+    lines += ["", f"{runs[-1]['tables']} tables replicate at **{tables['ratio']:.2f}x** the "
+                  f"{runs[0]['tables']}-table rate."]
+    return lines
+
+
+def _follower_md(results: dict[str, Any]) -> list[str]:
+    """## 8. Follower lag under a steady input."""
+    f = results.get("follower")
+    if not f:
+        return []
+    lag = f["lag"]
+    lines = [
+        "",
+        "## 8. Follower lag under a steady input",
+        "",
+        f"`replicator run` following a live topic ({f['protocol']}) as a subprocess: {f['rate']:,} row changes/s "
+        f"over {f['tables']} tables and {f['partitions']} partitions, each row's commit ts the current TSO, a "
+        f"resolved event per partition every second, for {f['seconds']:.0f} s; stopped with SIGTERM once it "
+        "applied the last resolved ts. Lag of a row: the Delta commit time of the MERGE that applied it (the first "
+        "MERGE into its table whose step reached its commit ts) minus its commit ts. The follower was started, "
+        "and its CREATE TABLE steps applied, before the input began (start-up is not lag).",
+        "",
+        "| | |",
+        "| --- | ---: |",
+        f"| rows sent / achieved rate | {f.get('rows_sent', 0):,} / {f.get('achieved_rate', 0.0):,.0f} rows/s |",
+        f"| follower start-up (JVM, CREATE TABLE steps; not lag) | {f.get('startup_s', 0.0):.1f} s |",
+    ]
+    if lag.get("rows"):
+        th = lag["thirds"]
+        lines += [
+            f"| **lag p50 / p99 / max** | **{lag['p50_s']:.1f} s / {lag['p99_s']:.1f} s / {lag['max_s']:.1f} s** |",
+            f"| p99 per third of the run (first / middle / last) | {th[0]['p99_s']:.1f} s / {th[1]['p99_s']:.1f} s / "
+            f"{th[2]['p99_s']:.1f} s |",
+            f"| p50 per third of the run | {th[0]['p50_s']:.1f} s / {th[1]['p50_s']:.1f} s / {th[2]['p50_s']:.1f} s |",
+            f"| slope of lag over the run | {lag['slope_s_per_min']:+.2f} s per minute |",
+            f"| lag flat (p99 grew <= 2 s from first to last third) | {'yes' if lag['flat'] else '**no: growing**'} |",
+        ]
+    ex = f.get("exit", {})
+    lines += [
+        f"| rows never applied (in the lag figures with their age at the stop, a lower bound) | "
+        f"{f.get('unapplied_rows', 0):,} |",
+        f"| caught up after the last row | {'yes' if f.get('caught_up') else 'NO'}, in {f.get('drain_s', 0.0):.1f} s |",
+        f"| SIGTERM: exit code / time to exit | {ex.get('exit_code')} / {ex.get('stop_s', 0.0):.1f} s |",
+        f"| peak RSS: Python driver / JVM | {_mib(ex.get('driver_peak_rss', 0))} / {_mib(ex.get('jvm_peak_rss', 0))} |",
+        "| result equals the simulator's expected tables | "
+        + ("not checked" if "verified" not in f else ("yes" if f["verified"] else "NO")) + " |",
+    ]
     return lines
 
 

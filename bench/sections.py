@@ -19,15 +19,18 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.codecs import bench_codecs
 from bench.common import BenchConfig, log
 from bench.e2e import bench_e2e, finish_e2e
+from bench.follower import bench_follower, finish_follower
+from bench.peer import bench_peer, finish_peer
 from bench.profiling import profile_engine
 from bench.scale import bench_scale
+from bench.tables import bench_tables, finish_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,14 +39,17 @@ if TYPE_CHECKING:
 @dataclass
 class Context:
     """What a section's phase gets: the configuration, the results so far, a scratch directory, the
-    broker's bootstrap address ("" until a section needing it has started it) and, in the
-    ``with_spark`` phase, the bench's Spark session."""
+    broker's bootstrap address ("" until a section needing it has started it), in the
+    ``with_spark`` phase the bench's Spark session, and ``shared``: what one section hands another
+    that does not belong in the results (e.g. the simulator's expected tables of the end-to-end
+    streams, which the peer is checked against)."""
 
     cfg: BenchConfig
     results: dict[str, Any]
     scratch: Path
     bootstrap: str = ""
     spark_session: SparkSession | None = None
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def spark(self) -> SparkSession:
@@ -76,7 +82,33 @@ def _e2e(ctx: Context) -> None:
 
 
 def _e2e_finish(ctx: Context) -> None:
+    # The peer runs on the same streams: it is checked against the same expected tables.
+    ctx.shared["expected"] = {p: r["stream"]["expected"] for p, r in ctx.results["e2e"].items()}
     finish_e2e(ctx.spark, ctx.results["e2e"], ctx.scratch, rounds=1 if ctx.cfg.quick else 2)
+
+
+def _peer(ctx: Context) -> None:
+    ctx.results["peer"] = bench_peer(ctx.cfg, ctx.bootstrap, ctx.results["e2e"], ctx.scratch)
+
+
+def _peer_finish(ctx: Context) -> None:
+    finish_peer(ctx.spark, ctx.results["peer"], ctx.shared.get("expected", {}))
+
+
+def _tables(ctx: Context) -> None:
+    ctx.results["tables"] = bench_tables(ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
+def _tables_finish(ctx: Context) -> None:
+    finish_tables(ctx.spark, ctx.results["tables"])
+
+
+def _follower(ctx: Context) -> None:
+    ctx.results["follower"] = bench_follower(ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
+def _follower_finish(ctx: Context) -> None:
+    finish_follower(ctx.spark, ctx.results["follower"])
 
 
 def _scale(ctx: Context) -> None:
@@ -99,12 +131,19 @@ def _profile(ctx: Context) -> None:
 SECTIONS: tuple[Section, ...] = (
     Section("codec", "1: codecs", before_spark=_codec),
     Section("e2e", "2: end to end", needs_broker=True, before_spark=_e2e, with_spark=_e2e_finish),
+    # Needs e2e (its topics; `python -m bench` refuses --sections peer without e2e).
+    Section("peer", "6: the peer (Spark Structured Streaming on the end-to-end topics)", needs_broker=True,
+            before_spark=_peer, with_spark=_peer_finish),
+    Section("tables", "7: many tables", needs_broker=True, before_spark=_tables, with_spark=_tables_finish),
+    Section("follower", "8: follower lag", needs_broker=True, before_spark=_follower, with_spark=_follower_finish),
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
     Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
 )
-"""Every section, in run order (section 4, resources, reports figures of the end-to-end runs)."""
+"""Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The
+sections whose runs are subprocesses (e2e, peer, tables, follower) come first: their ``before_spark``
+phases run while the bench's own JVM is not up to compete with them."""
 
 
 def section_names() -> tuple[str, ...]:

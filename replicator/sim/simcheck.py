@@ -153,22 +153,25 @@ def spark_value_to_json(value: Any, spark_type: str) -> Any:
     return value_to_json(value)
 
 
+def read_delta_table(spark: SparkSession, path: str | Path, key: Sequence[str]) -> ActualTable:
+    """One Delta table (any writer's) as an `ActualTable` keyed by ``key``."""
+    from replicator.delta.typemap import quote_ident
+
+    df = spark.read.format("delta").load(str(path))
+    types = {f.name: f.dataType.simpleString().upper() for f in df.schema.fields}
+    exprs = [f"unix_micros({quote_ident(c)}) AS {quote_ident(c)}" if t == "TIMESTAMP" else quote_ident(c)
+             for c, t in types.items()]
+    rows = [{c: spark_value_to_json(r[c], types[c]) for c in types} for r in df.selectExpr(*exprs).collect()]
+    return ActualTable(rows, list(key), types)
+
+
 def read_warehouse(spark: SparkSession, warehouse: str | Path) -> dict[str, ActualTable]:
     """Every live table of a warehouse, keyed ``schema.table``."""
-    from replicator.delta.typemap import quote_ident
     from replicator.delta.warehouse import Warehouse
 
     state = Warehouse(warehouse).load_state()
-    out: dict[str, ActualTable] = {}
-    for entry in state.live_tables():
-        spec = entry.table_spec
-        df = spark.read.format("delta").load(entry.path)
-        types = {f.name: f.dataType.simpleString().upper() for f in df.schema.fields}
-        exprs = [f"unix_micros({quote_ident(c)}) AS {quote_ident(c)}" if t == "TIMESTAMP" else quote_ident(c)
-                 for c, t in types.items()]
-        rows = [{c: spark_value_to_json(r[c], types[c]) for c in types} for r in df.selectExpr(*exprs).collect()]
-        out[f"{entry.schema_name}.{entry.table}"] = ActualTable(rows, list(spec.key), types)
-    return out
+    return {f"{entry.schema_name}.{entry.table}": read_delta_table(spark, entry.path, entry.table_spec.key)
+            for entry in state.live_tables()}
 
 
 def check_warehouse(spark: SparkSession, warehouse: str | Path, expected: ExpectedState | str | Path) -> list[str]:

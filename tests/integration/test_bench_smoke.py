@@ -1,13 +1,16 @@
 """Smoke test of `make bench`'s code paths at a tiny size (the benchmark itself is never part of
 `make test`): every section's measuring code runs, the replicated result is verified, and the
-report and chart are written. The replicator runs in-process here (the bench runs it as a
-subprocess to sample its memory); the RSS sampler is checked on a small child of its own."""
+report and chart are written. The replicator, the Structured Streaming peer and the follower run
+in-process here (the bench runs them as subprocesses to sample their memory and, for the follower,
+to stop it with SIGTERM); the RSS sampler is checked on a small child of its own."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,11 @@ import pytest
 
 import bench
 from bench.features import bench_features
+from bench.follower import bench_follower, finish_follower
+from bench.peer import bench_peer, finish_peer, run_peer
+from bench.tables import bench_tables, finish_tables
+from replicator.engine.pipeline import Engine, RunOptions, RunSummary
+from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.helpers import run_engine
 
 pytestmark = pytest.mark.integration
@@ -31,10 +39,38 @@ def test_rss_sampler_sees_a_child_and_its_peak() -> None:
     assert sampler.driver_cpu >= 0.0
 
 
+class InProcessFollower:
+    """The engine in follow mode on a thread of this process; stop() asks it to finish its step."""
+
+    def __init__(self, spark: Any, bootstrap: str, topic: str, protocol: str, warehouse: Path) -> None:
+        source = KafkaSource(KafkaSettings(bootstrap, topic, group_id=f"test-{uuid.uuid4().hex[:8]}"))
+        opts = RunOptions(warehouse=str(warehouse), protocol=protocol, until_caught_up=False,  # type: ignore[arg-type]
+                          progress=False)
+        self.engine = Engine(source, opts, spark=spark)
+        self.summary: RunSummary | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.summary = self.engine.run()
+
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def stop(self) -> dict[str, Any]:
+        self.engine.request_stop()
+        self.thread.join(timeout=300)
+        ok = self.summary is not None and not self.thread.is_alive()
+        return {"exit_code": 0 if ok else 1, "stop_s": 0.0, "summary": self.summary.to_json() if ok else None,
+                "driver_peak_rss": 0, "jvm_peak_rss": 0}
+
+
 def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     cfg = bench.BenchConfig(events=200, tables=2, partitions=2, protocols=("craft",),
-                            sections=("codec", "e2e", "scale"), scale_sizes=(2_000, 4_000), scale_repeat=1,
-                            scale_changes=500, workload_events=200, out=tmp_path / "out", quick=True)
+                            sections=("codec", "e2e", "peer", "tables", "follower", "scale"),
+                            scale_sizes=(2_000, 4_000), scale_repeat=1, scale_changes=500, workload_events=200,
+                            tables_counts=(1, 2), tables_events=150, follower_seconds=3.0, follower_rate=40,
+                            follower_tables=2, out=tmp_path / "out", quick=True)
 
     def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
                    workdir: Path) -> dict[str, Any]:
@@ -46,8 +82,25 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"],
                                "config": {"events": cfg.events}, "notes": []}
     results["codec"] = bench.bench_codecs(cfg)
+    def peer_in_process(bootstrap: str, topic: str, protocol: str, out: Path, max_offsets: int | None,
+                        workdir: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        run = run_peer(spark, bootstrap, topic, protocol, out, max_offsets)
+        return {**run, "wall_s": time.perf_counter() - t0, "driver_peak_rss": 0, "jvm_peak_rss": 0}
+
+    def follower_in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path,
+                            workdir: Path) -> InProcessFollower:
+        return InProcessFollower(spark, bootstrap, topic, protocol, warehouse)
+
     results["e2e"] = bench.bench_e2e(cfg, kafka_bootstrap, tmp_path, runner=in_process)
+    results["peer"] = bench_peer(cfg, kafka_bootstrap, results["e2e"], tmp_path, runner=peer_in_process)
+    results["tables"] = bench_tables(cfg, kafka_bootstrap, tmp_path, runner=in_process)
+    results["follower"] = bench_follower(cfg, kafka_bootstrap, tmp_path, start=follower_in_process)
+    expected = {p: r["stream"]["expected"] for p, r in results["e2e"].items()}
     bench.finish_e2e(spark, results["e2e"], tmp_path)
+    finish_peer(spark, results["peer"], expected)
+    finish_tables(spark, results["tables"])
+    finish_follower(spark, results["follower"])
     results["scale"] = bench.bench_scale(spark, cfg, tmp_path)
     results["features"] = bench_features(spark, tmp_path, repeat=1, sizes=())
     results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
@@ -61,9 +114,20 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     assert set(results["scale"]["sizes"]) == {"2000", "4000"}
     assert set(results["features"]["small"]["profiles"]) == {"compatible", "fast"}
     assert results["codec"]["sizes"]["case0"]["open"]["raw"] == 708  # the seed's size table
+    peer = results["peer"]["craft"]
+    # Same topic as the replicator's run; its correctness is reported, not required (it ignores resolved ts).
+    assert peer["run"]["rows"] == craft["run"]["summary"]["rows"] and peer["run"]["merges"] >= 2
+    assert "verified" in peer and peer["run"]["query_id"]
+    tables = results["tables"]
+    assert set(tables["runs"]) == {"1", "2"} and all(r["verified"] for r in tables["runs"].values())
+    assert tables["runs"]["2"]["steps"]["ddl"] == 2 and tables["runs"]["2"]["steps"]["windows"] >= 1
+    follower = results["follower"]
+    assert follower["caught_up"] and follower["verified"], follower.get("diffs")
+    assert follower["exit"]["exit_code"] == 0 and follower["unapplied_rows"] == 0
+    assert follower["lag"]["rows"] == follower["rows_sent"] >= 120  # 40 row changes/s for 3 s
     md = (cfg.out / "results.md").read_text()
     headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## Table features",
-                "## 4. Resources")
+                "## 4. Resources", "## 6. The peer", "## 7. Many tables", "## 8. Follower lag")
     at = [md.find(heading) for heading in headings]
     assert -1 not in at and at == sorted(at), at  # every block, in the report's order
     assert (cfg.out / "results.png").stat().st_size > 10_000
@@ -71,10 +135,17 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
 
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
-    assert names == ["codec", "e2e", "scale", "features", "profile"]
-    assert bench.parse_args(["--quick"]).sections == tuple(names)
+    assert names == ["codec", "e2e", "peer", "tables", "follower", "scale", "features", "profile"]
+    assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
+    quick = bench.parse_args(["--quick"])
+    assert (quick.tables_counts, quick.tables_events, quick.follower_seconds) == ((10, 40), 10_000, 25.0)
+    full = bench.parse_args([])
+    assert (full.tables_counts, full.tables_events, full.follower_seconds) == ((10, 200), 100_000, 180.0)
+    assert full.apply_parallelism is None and bench.run_args(full) == []
     with pytest.raises(SystemExit):
         bench.parse_args(["--sections", "codec,nonsense"])
+    with pytest.raises(SystemExit):  # the peer runs on the end-to-end topics
+        bench.parse_args(["--sections", "peer"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--protocols", "avro"])
