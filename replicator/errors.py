@@ -61,6 +61,8 @@ class UnsupportedError(ReplicatorError):
 class DdlError(ReplicatorError):
     """A DDL event that cannot be mapped or applied (unknown code, unparsable query, unsupported change)."""
 
+    commit_ts: int | None = None  # the failing DDL's commit ts, once the engine knows it (engine/loop.py)
+
 
 class SchemaError(ReplicatorError):
     """A row event does not fit the target table (unknown table, unknown column, no handle key...)."""

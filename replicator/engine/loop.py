@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from replicator.engine.progress import Progress
 from replicator.engine.window import Step, Windower
-from replicator.errors import DecodeError, ReplicatorError, UnsupportedError
+from replicator.errors import DdlError, DecodeError, ReplicatorError, UnsupportedError
 from replicator.events import Event
 from replicator.faults import fault_point
 from replicator.sources.kafka import Record, Source
@@ -175,14 +175,28 @@ class ControlLoop:
         if windower.has_ready_step() and not self.partitions_known():
             return False
         while (step := windower.next_step()) is not None:
-            record = self.applier.apply(step)
-            fault_point("before_progress")
-            windower.commit(step)
-            self._commit(record)
+            try:
+                record = self.applier.apply(step)
+            except DdlError as exc:
+                # A DDL of the step failed: apply (idempotently) and commit what precedes it, so
+                # the stopped run leaves every table as of just before that DDL.
+                before = windower.next_step(before=exc.commit_ts) if exc.commit_ts is not None else None
+                if before is not None:
+                    self._apply(before)
+                raise
+            self._apply_done(step, record)
         if not self.options.until_caught_up or self.source.caught_up():
             # Persist cursors even when no step was due (e.g. only replays or skipped dead letters).
             self._commit(None)
         return True
+
+    def _apply(self, step: Step) -> None:
+        self._apply_done(step, self.applier.apply(step))
+
+    def _apply_done(self, step: Step, record: StepRecord) -> None:
+        fault_point("before_progress")
+        self.windower.commit(step)
+        self._commit(record)
 
     def partitions_known(self) -> bool:
         """Whether every partition of the topic is being read, checked against fresh metadata.

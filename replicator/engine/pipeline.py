@@ -28,7 +28,7 @@ from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.loop import ControlLoop, LoopOptions
-from replicator.engine.plan import Segment, plan_step
+from replicator.engine.plan import Segment, StepPlan, plan_step
 from replicator.engine.progress import Progress
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM, InlineExecutor, run_plan
 from replicator.engine.window import Step, Windower, collapse
@@ -345,6 +345,7 @@ class WarehouseApplier:
             state.inflight_hi = step.hi
             self.warehouse.save_state(state)
         plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
+        self._create_ahead(state, plan)
         versions: dict[str, int] = {}
         ddls: list[dict[str, Any]] = []
         recovering = state.inflight_hi > state.applied_ts
@@ -388,6 +389,32 @@ class WarehouseApplier:
             record["ddl"] = ddls[0]  # the step log's shape before steps held several DDLs
         return record
 
+    def _create_ahead(self, state: State, plan: StepPlan) -> None:
+        """Create the Delta tables of the step's CREATE TABLEs concurrently, before the DDLs run one
+        at a time (a changefeed over hundreds of tables starts with as many CREATE TABLEs, each a
+        Delta commit of fixed cost). Only tables whose name no other DDL of the step touches and
+        that the catalog does not have: then the CREATE's outcome is known, and creating a table at
+        its deterministic path is idempotent (`CREATE TABLE IF NOT EXISTS`)."""
+        if isinstance(self.executor, InlineExecutor):
+            return
+        from replicator.delta.ddl import planned_table
+
+        todo: list[tuple[str, TableSpec]] = []
+        for i, ddl in enumerate(plan.ddls):
+            planned = planned_table(ddl)
+            if planned is None:
+                continue
+            spec, uid = planned
+            name = (spec.schema, spec.table)
+            if state.live_table(*name) is not None or any(
+                    sc.covers(name) for j, sc in enumerate(plan.scopes) if j != i):
+                continue
+            todo.append((self.warehouse.new_table_path(spec.schema, spec.table, uid), spec))
+        if len(todo) < 2:
+            return
+        list(self.executor.map(lambda job: self.session_delta().create_table(*job), todo))
+        self.ddl.created.update(path for path, _ in todo)
+
     def _merge(self, job: _Job) -> tuple[_Job, MergeResult]:
         """One segment's MERGE, on the calling thread's own Spark session (a pool worker's)."""
         from replicator.delta.merge import MergeResult
@@ -426,6 +453,7 @@ class WarehouseApplier:
             outcome = self.ddl.apply(state, ddl)
         except DdlError as exc:
             if self.options.on_ddl_error != "skip":
+                exc.commit_ts = ddl.commit_ts  # the loop then applies what precedes it before stopping
                 raise
             self._dead_letter_ddl(ddl, exc)
             info["outcome"] = f"skipped: {exc}"

@@ -193,13 +193,18 @@ class Windower:
         return len(self._ddls)
 
     # -- output ------------------------------------------------------------------------------
-    def next_step(self) -> Step | None:
+    def next_step(self, before: int | None = None) -> Step | None:
         """The next complete step, or None. Call `commit(step)` once it is durably applied.
 
         Everything up to the watermark, except that the step ends right before the first row of a
-        table that follows a DDL on that table (see `Step`).
+        table that follows a DDL on that table (see `Step`); with `before`, also before that commit
+        ts (what precedes a DDL that failed).
         """
         hi = max(self.watermark, self.applied_ts)
+        if before is not None:
+            hi = min(hi, before - 1)
+            if hi <= self.applied_ts:
+                return None
         ddls: list[DdlEvent] = []
         for d in sorted(self._ddls.values(), key=lambda d: (d.ddl.commit_ts, d.seq)):
             ts = d.ddl.commit_ts

@@ -12,7 +12,7 @@ import pytest
 from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord
 from replicator.engine.progress import Cursor, Progress
 from replicator.engine.window import Step, Windower
-from replicator.errors import DecodeError, KafkaSourceError, SchemaError
+from replicator.errors import DdlError, DecodeError, KafkaSourceError, SchemaError
 from replicator.events import Column, DdlEvent, Event, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sources.kafka import Record
 
@@ -348,3 +348,30 @@ def test_a_ddl_ends_its_step_before_the_rows_after_it() -> None:
     assert [(s.hi, s.ddls, [r.commit_ts for rs in s.rows.values() for r in rs]) for s in applier.steps] == [
         (19, (ddl,), [10]), (25, (), [20])]
     assert applier.progress.applied_ts == 25 and applier.progress.ddl_ledger == set()
+
+
+class FailingDdlApplier(FakeApplier):
+    """A DDL whose query says BAD fails as the real applier does under --on-ddl-error stop."""
+
+    def apply(self, step: Step) -> StepRecord:
+        bad = next((d for d in step.ddls if "BAD" in d.query), None)
+        if bad is not None:
+            exc = DdlError(f"cannot parse {bad.query!r}")
+            exc.commit_ts = bad.commit_ts
+            raise exc
+        return super().apply(step)
+
+
+def test_a_failing_ddl_stops_the_run_with_what_precedes_it_applied() -> None:
+    """The step holding a bad DDL fails; what precedes the DDL is applied and committed (as its own
+    step) before the run stops, so the warehouse is as of just before it."""
+    clock = Clock()
+    good = DdlEvent(5, "s", "t", 3, "CREATE TABLE t (id INT PRIMARY KEY)")
+    bad = DdlEvent(15, "s", "t", 5, "ALTER TABLE t BAD")
+    records: dict[int, list[list[Event] | bytes]] = {0: [[good], [ins(10, 1)], [bad], [ins(20, 2)], res(25)]}
+    source, applier = FakeSource(clock, records), FailingDdlApplier()
+    with pytest.raises(DdlError):
+        loop_of(source, applier, clock, until_caught_up=True).run()
+    assert [(s.hi, s.ddls) for s in applier.steps] == [(9, (good,)), (14, ())]  # the last: up to the bad DDL
+    assert applier.rows() == [(10, 1)]
+    assert applier.progress.applied_ts == 14

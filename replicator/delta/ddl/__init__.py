@@ -14,7 +14,7 @@ from replicator.delta.ddl.rules import (
     render_ddl_markdown,
     update_readme,
 )
-from replicator.delta.ddl.tables import adopt_handle_key
+from replicator.delta.ddl.tables import adopt_handle_key, planned_table
 
 __all__ = [
     "DDL_NAMES",
@@ -27,6 +27,7 @@ __all__ = [
     "Handler",
     "Kind",
     "adopt_handle_key",
+    "planned_table",
     "readme_region",
     "render_ddl_markdown",
     "update_readme",

@@ -42,6 +42,7 @@ class DdlApplier:
         self.delta = applier
         self.warehouse = warehouse
         self.step = 0  # the step log number of the DDL being applied (feature upgrades' userMetadata)
+        self.created: set[str] = set()  # table paths created ahead of their CREATE TABLE (`planned_table`)
 
     def apply(self, state: State, ddl: DdlEvent) -> DdlOutcome:
         """Apply one DDL event to `state` and Delta.

@@ -66,15 +66,49 @@ def _drop_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
     return DdlOutcome("applied", f"schema {name} dropped ({len(dropped)} tables kept recoverable)", tuple(dropped))
 
 
-def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
-    """A new Delta table at a deterministic path (same uid on re-run); LIKE copies the catalog spec."""
+def _parse_create(ddl: DdlEvent) -> tuple[exp.Create, str, str | None]:
     head, clause = dp.split_partition_clause(dp.sanitize(ddl.query))
     stmt = parse_sql(head)
     if not isinstance(stmt, exp.Create):
         raise DdlError("not a CREATE TABLE statement")
-    if_not_exists = bool(stmt.args.get("exists"))
+    return stmt, head, clause
+
+
+def _like_of(stmt: exp.Create) -> exp.LikeProperty | None:
     props = stmt.args.get("properties")
-    like = next((p for p in props.expressions if isinstance(p, exp.LikeProperty)), None) if props else None
+    return next((p for p in props.expressions if isinstance(p, exp.LikeProperty)), None) if props else None
+
+
+def _spec_from_statement(ddl: DdlEvent, head: str, clause: str | None) -> TableSpec:
+    spec = spec_from_create(head, ddl.schema, ddl.table)
+    if clause is not None:
+        try:
+            spec = replace(spec, partition_def=dp.parse_partitioning(clause).render())
+        except DdlError:
+            spec = replace(spec, partition_def=clause)  # kept verbatim; partition DDL will say why
+    return spec
+
+
+def planned_table(ddl: DdlEvent) -> tuple[TableSpec, str] | None:
+    """(spec, uid) of the table a CREATE TABLE (not LIKE) event makes, from the event alone; None for
+    any other statement or one that cannot be read (the handler then says why)."""
+    if ddl.ddl_type != 3:
+        return None
+    try:
+        stmt, head, clause = _parse_create(ddl)
+        if _like_of(stmt) is not None:
+            return None
+        spec = _spec_from_statement(ddl, head, clause)
+    except DdlError:
+        return None
+    return spec, table_uid(spec.schema, spec.table, ddl.commit_ts)
+
+
+def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+    """A new Delta table at a deterministic path (same uid on re-run); LIKE copies the catalog spec."""
+    stmt, head, clause = _parse_create(ddl)
+    if_not_exists = bool(stmt.args.get("exists"))
+    like = _like_of(stmt)
     if like is not None:
         schema, table = _target(stmt.this, ddl)
         src_schema, src_table = _target(like.this, ddl)
@@ -83,12 +117,7 @@ def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
             raise DdlError(f"CREATE TABLE .. LIKE {src_schema}.{src_table}: the source table is not in the catalog")
         spec = replace(src.table_spec, schema=schema, table=table)
     else:
-        spec = spec_from_create(head, ddl.schema, ddl.table)
-        if clause is not None:
-            try:
-                spec = replace(spec, partition_def=dp.parse_partitioning(clause).render())
-            except DdlError:
-                spec = replace(spec, partition_def=clause)  # kept verbatim; partition DDL will say why
+        spec = _spec_from_statement(ddl, head, clause)
     uid = table_uid(spec.schema, spec.table, ddl.commit_ts)
     existing = state.live_table(spec.schema, spec.table)
     if existing is not None:
@@ -99,7 +128,8 @@ def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
             f"a live table of that name (created at ts {existing.created_ts})"
         )
     path = self.warehouse.new_table_path(spec.schema, spec.table, uid)
-    self.delta.create_table(path, spec)
+    if path not in self.created:  # created ahead, concurrently with its step's other tables
+        self.delta.create_table(path, spec)
     state.tables[uid] = TableEntry(
         uid=uid, schema=spec.schema, table=spec.table, path=path, spec=spec.to_json(), created_ts=ddl.commit_ts
     )
