@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import BenchConfig, log, run_args
-from bench.procs import RssSampler, checkout_env
+from bench.procs import run_sampled
 from replicator.events import RowChange
 
 if TYPE_CHECKING:
@@ -52,20 +51,7 @@ def run_replicator(bootstrap: str, topic: str, protocol: str, warehouse: Path, m
            "--protocol", protocol, "--warehouse", str(warehouse), "--until-caught-up", "--json-summary",
            "--max-buffer-rows", str(max_buffer_rows), *extra]
     stderr_path = workdir / f"run-{topic}.log"
-    t0 = time.perf_counter()
-    with open(stderr_path, "wb") as err:
-        # cwd: an empty dir, so `-m` puts nothing unexpected on sys.path; PYTHONPATH: this checkout.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=workdir, env=checkout_env())
-        sampler = RssSampler(proc.pid)
-        sampler.start()
-        try:
-            out, _ = proc.communicate()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            sampler.stop()
-    wall = time.perf_counter() - t0
+    proc, out, wall, sampler = run_sampled(cmd, workdir, stderr_path)
     if proc.returncode != 0:
         tail = stderr_path.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"replicator run exited {proc.returncode}:\n{tail}")

@@ -30,7 +30,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import BenchConfig, log
-from bench.procs import RssSampler, checkout_env
+from bench.procs import run_sampled
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,20 +50,6 @@ if TYPE_CHECKING:
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 CREATE_TABLE = 3  # TiDB DDL type code
-
-
-def _arrow_type(spark_type: str) -> pa.DataType:
-    import pyarrow as pa
-
-    from replicator.delta.typemap import arrow_type_name
-
-    name, args = arrow_type_name(spark_type)
-    if name == "timestamp_utc":
-        return pa.timestamp("us", tz="UTC")
-    if name == "timestamp":
-        return pa.timestamp("us")
-    factory = getattr(pa, name)
-    return factory(*args) if args else factory()
 
 
 @dataclass
@@ -180,13 +165,14 @@ class PeerJob:
         """MERGE one table's last changes per key: deletes delete, the rest upsert the whole row."""
         import pyarrow as pa
 
+        from replicator.delta.merge import arrow_type
         from replicator.delta.typemap import converter_for, quote_ident
 
         spec = table.spec
         arrays: dict[str, pa.Array] = {}
         for col in spec.columns:
             conv, name = converter_for(col), col.name
-            arrays[name] = pa.array([conv(image.get(name)) for _, image in changes], type=_arrow_type(col.spark_type))
+            arrays[name] = pa.array([conv(image.get(name)) for _, image in changes], type=arrow_type(col.spark_type))
         arrays["_op"] = pa.array([1 if delete else 0 for delete, _ in changes], type=pa.int8())
         view = f"peer_src_{uuid.uuid4().hex[:12]}"
         self.spark.createDataFrame(pa.table(arrays)).createOrReplaceTempView(view)
@@ -245,19 +231,7 @@ def run_peer_subprocess(bootstrap: str, topic: str, protocol: str, out: Path, ma
     if max_offsets_per_trigger:
         cmd += ["--max-offsets-per-trigger", str(max_offsets_per_trigger)]
     log_path = workdir / f"peer-{topic}.log"
-    t0 = time.perf_counter()
-    with open(log_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=workdir, env=checkout_env())
-        sampler = RssSampler(proc.pid)
-        sampler.start()
-        try:
-            stdout, _ = proc.communicate()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            sampler.stop()
-    wall = time.perf_counter() - t0
+    proc, stdout, wall, sampler = run_sampled(cmd, workdir, log_path)
     if proc.returncode != 0:
         raise RuntimeError(f"bench.peer exited {proc.returncode}:\n{log_path.read_text(errors='replace')[-3000:]}")
     summary = json.loads(stdout.decode().strip().splitlines()[-1])

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -108,3 +111,23 @@ def _cmdline(pid: int) -> str:
             return fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def run_sampled(cmd: Sequence[str], workdir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], bytes, float,
+                                                                          RssSampler]:
+    """Run `cmd` from `workdir` (this checkout on PYTHONPATH), stderr to `log_path`, sampling its RSS and
+    CPU: (the finished process, its stdout, wall seconds, the sampler)."""
+    t0 = time.perf_counter()
+    with open(log_path, "wb") as err:
+        # cwd: an empty dir, so `-m` puts nothing unexpected on sys.path; PYTHONPATH: this checkout.
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=err, cwd=workdir, env=checkout_env())
+        sampler = RssSampler(proc.pid)
+        sampler.start()
+        try:
+            out, _ = proc.communicate()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            sampler.stop()
+    return proc, out, time.perf_counter() - t0, sampler
