@@ -117,15 +117,25 @@ def warehouse_files(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
     return tables
 
 
+def merged(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tables a step log record MERGEd rows into (a step may also hold DDLs)."""
+    return [t for t in record["tables"].values() if int(t.get("upserts", 0)) + int(t.get("deletes", 0))]
+
+
+def ddl_count(record: dict[str, Any]) -> int:
+    """The DDLs a step log record applied (`ddls`; `ddl` alone in records of older runs)."""
+    return len(record.get("ddls") or ([record["ddl"]] if record.get("ddl") else []))
+
+
 def step_counts(warehouse: Path) -> dict[str, Any]:
-    """How the run applied: DDL steps, window steps, MERGEs and rows per MERGE (a MERGE has a
+    """How the run applied: DDLs, steps that MERGEd rows, MERGEs and rows per MERGE (a MERGE has a
     cost of its own, so few large ones are what a catch-up should do)."""
     from replicator.delta.warehouse import Warehouse
 
     records = Warehouse(str(warehouse)).windows()
-    windows = [r for r in records if r.get("kind") == "window"]
-    per_merge = [int(t.get("upserts", 0)) + int(t.get("deletes", 0)) for r in windows for t in r["tables"].values()]
-    return {"ddl": sum(1 for r in records if r.get("kind") == "ddl"), "windows": len(windows),
+    windows = [r for r in records if merged(r)]
+    per_merge = [int(t.get("upserts", 0)) + int(t.get("deletes", 0)) for r in windows for t in merged(r)]
+    return {"ddl": sum(ddl_count(r) for r in records), "windows": len(windows),
             "merges": len(per_merge), "rows_per_merge": statistics.median(per_merge) if per_merge else 0}
 
 

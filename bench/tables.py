@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import BenchConfig, log, run_args
-from bench.e2e import Runner, produce_stream, run_replicator
+from bench.e2e import Runner, ddl_count, merged, produce_stream, run_replicator
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,12 +41,12 @@ def step_times(warehouse: Path) -> dict[str, Any]:
     stamps = [dt.datetime.fromisoformat(r["recorded_at"]) for r in records]
     end = dt.datetime.fromisoformat(state.updated_at) if state.updated_at else stamps[-1]
     durations = [(b - a).total_seconds() for a, b in zip(stamps, [*stamps[1:], end], strict=True)]
-    ddl = [d for r, d in zip(records, durations, strict=True) if r.get("kind") == "ddl"]
-    windows = [(r, d) for r, d in zip(records, durations, strict=True) if r.get("kind") == "window"]
-    merges = [len(r["tables"]) for r, _ in windows]
+    ddl = [d for r, d in zip(records, durations, strict=True) if not merged(r)]  # steps of DDLs only
+    windows = [(r, d) for r, d in zip(records, durations, strict=True) if merged(r)]
+    merges = [len(merged(r)) for r, _ in windows]
     window_s = [d for _, d in windows]
     return {
-        "ddl": len(ddl), "ddl_s": sum(ddl),
+        "ddl": sum(ddl_count(r) for r in records), "ddl_s": sum(ddl),
         "windows": len(windows), "window_s": sum(window_s),
         "window_median_s": statistics.median(window_s) if window_s else 0.0,
         "window_max_s": max(window_s, default=0.0),
