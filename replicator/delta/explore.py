@@ -140,15 +140,19 @@ class Explorer:
 
         hist = DeltaTable.forPath(self.spark, entry.path).history().select(
             "version", "timestamp", "operation", "operationMetrics", "userMetadata").toPandas()
-        by_version: dict[int, dict[str, Any]] = {}
+        # A step's record holds the version the table reached at its end; the versions it made on the
+        # way (CREATE TABLE, a DDL's statements, a MERGE before a DDL) belong to it too.
+        reached: list[tuple[int, dict[str, Any]]] = []
         for w in self.warehouse.windows():
             t = w.get("tables", {}).get(entry.uid)
             if t is not None:
-                by_version[int(t["version"])] = w
+                reached.append((int(t["version"]), w))
+        reached.sort(key=lambda vw: vw[0])
         steps, kinds, applied, ddl = [], [], [], []
         for _, row in hist.iterrows():
             meta = json.loads(row["userMetadata"]).get("replicator", {}) if row["userMetadata"] else {}
-            w = by_version.get(int(row["version"])) or {}
+            version = int(row["version"])
+            w = next((rec for v, rec in reached if v >= version), {})
             steps.append(meta.get("step") or w.get("step"))
             kinds.append(meta.get("kind") or w.get("kind"))
             applied.append(meta.get("applied_ts") or w.get("applied_ts"))
