@@ -35,11 +35,12 @@ def test_random_workload_equals_expected_state(kafka_bootstrap: str, spark: Any,
     topic = new_topic(kafka_bootstrap, 3)
     produce_stream(kafka_bootstrap, topic, stream.partitions, protocol)
     wh = tmp_path / "wh"
-    # A buffer of 800 rows gives 6 steps (several MERGEs per table) instead of one big one; at 300 the
-    # partition read ahead made 78 tiny steps (3 min per protocol for the same coverage).
+    # ~1,100 rows through an 800-row buffer: more than one step, so more than one MERGE per table. A
+    # step holds everything complete up to the watermark, so how many depends on how far the
+    # partitions were read ahead (2-6 here); at 400 rows the buffer stays full and makes ~60 tiny steps.
     summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, max_buffer_rows=800)
     assert summary.watermark == stream.final_ts
-    assert summary.steps >= 3, summary.steps
+    assert summary.steps >= 2, summary.steps
     assert summary.replays_dropped > 0
     assert_matches(spark, wh, stream)
 
