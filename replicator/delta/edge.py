@@ -108,17 +108,26 @@ class DeltaEdge:
     ) -> Iterator[None]:
         """Delta writes inside commit with (txnAppId, txnVersion) = (`app_id`, `version`) and
         `metadata` as the commit's userMetadata; Delta skips one whose version it already committed
-        for that appId. `extra_conf` (e.g. the MERGE's own settings) is set alongside. The confs are
-        unset on the way out, whatever happens."""
+        for that appId. `extra_conf` (e.g. the MERGE's own settings) is set alongside. On the way
+        out, whatever happens, the three idempotent-write confs are unset and each `extra_conf` key
+        gets back the session's own value: unsetting it would drop a session-wide setting of the
+        same key (e.g. `spark.sql.shuffle.partitions=2` would fall back to 200 for every later
+        statement)."""
         conf = self.spark.conf
-        confs = {TXN_APP_ID: app_id, TXN_VERSION: str(version), USER_METADATA: metadata, **(extra_conf or {})}
+        extra = dict(extra_conf or {})
+        previous = {k: conf.get(k, None) for k in extra}
+        confs = {TXN_APP_ID: app_id, TXN_VERSION: str(version), USER_METADATA: metadata, **extra}
         try:
             for k, v in confs.items():
                 conf.set(k, v)
             yield
         finally:
             for k in confs:
-                conf.unset(k)
+                old = previous.get(k)
+                if old is None:
+                    conf.unset(k)
+                else:
+                    conf.set(k, old)
 
     @contextmanager
     def user_metadata(self, metadata: str) -> Iterator[None]:

@@ -28,6 +28,9 @@ class Conf:
     def unset(self, key: str) -> None:
         self.values.pop(key, None)
 
+    def get(self, key: str, default: str | None) -> str | None:
+        return self.values.get(key, default)
+
 
 class Spark:
     """Runs statements; the first `fail` calls raise `error` (a rejected, uncommitted statement)."""
@@ -60,6 +63,16 @@ def test_idempotent_write_is_retried_with_its_confs_and_unset_after() -> None:
     want = {TXN_APP_ID: "binlog/abc", TXN_VERSION: "7", USER_METADATA: '{"seq": 1}'}
     assert [confs for _, confs in spark.seen] == [want] * 3
     assert edge.conflict_retries == 2 and spark.conf.values == {}
+
+
+def test_extra_confs_get_the_session_value_back() -> None:
+    spark = Spark(fail=0, error="")
+    spark.conf.values = {"spark.sql.shuffle.partitions": "2"}
+    edge = DeltaEdge(spark)  # type: ignore[arg-type]
+    with edge.idempotent("a", 1, "{}", {"spark.sql.shuffle.partitions": "1", "spark.x": "on"}):
+        edge.sql("MERGE")
+    assert spark.seen[0][1]["spark.sql.shuffle.partitions"] == "1" and spark.seen[0][1]["spark.x"] == "on"
+    assert spark.conf.values == {"spark.sql.shuffle.partitions": "2"}
 
 
 def test_other_errors_are_not_retried_and_confs_are_unset() -> None:
