@@ -165,6 +165,14 @@ class DeltaEdge:
         _, delta_log = self._delta_log(path)
         return int(delta_log.unsafeVolatileSnapshot().version())
 
+    def cached_size_bytes(self, path: str) -> int | None:
+        """Bytes of data files in the session's cached snapshot of the table, from its checksum
+        (`.crc`); None when that snapshot has none. Neither lists the log nor reconstructs the
+        table state; the figure may lag a concurrent writer's commit."""
+        _, delta_log = self._delta_log(path)
+        checksum = delta_log.unsafeVolatileSnapshot().checksumOpt()
+        return int(checksum.get().tableSizeBytes()) if checksum.isDefined() else None
+
     def txn_version(self, path: str, app_id: str) -> int:
         """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
         opt = self.snapshot(path).transactions().get(app_id)

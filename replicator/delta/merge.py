@@ -12,6 +12,7 @@ Scale: the ON clause also bounds every orderable key column to the source's [min
 computed from the Arrow source). Those conjuncts reference only the target, so Delta uses them to
 skip files by their min/max statistics; CDC change sets concentrate on recent keys, so a MERGE
 then reads the few files holding that range instead of the whole table (`make bench`, Scale).
+Tables under KEY_RANGE_MIN_TABLE_BYTES get no such conjuncts: there they cost more than they save.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ MERGE_CONF = {
     "spark.databricks.delta.merge.materializeSource": "none",
 }
 
+# Below this table size the key-range conjuncts cost more than the scan they can save: their bounds
+# are literals Spark inlines into generated code, so every MERGE with new bounds recompiles its
+# whole-stage code (7 classes, 0.1-0.2 s on the 2-core machine), while scanning a few MiB of key
+# column takes tens of milliseconds. Only what is read changes, never which rows match.
+KEY_RANGE_MIN_TABLE_BYTES = 4 * 1024 * 1024
 
 _DECIMAL_RE = re.compile(r"^DECIMAL\(\d+,\d+\)$")
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
@@ -174,9 +180,11 @@ class DeltaApplier(DeltaEdge):
         # Per-MERGE session confs (`make bench` measures them; see MERGE_CONF).
         self.merge_conf = dict(MERGE_CONF)
         self.app_id_prefix = app_id_prefix
-        # Bound the ON clause to the source's key range so Delta skips files (see module doc);
-        # `make bench` turns it off to measure the difference.
+        # Bound the ON clause to the source's key range so Delta skips files (see module doc), on
+        # tables of at least `key_range_min_bytes`; `make bench` turns it off to measure the
+        # difference, tests lower the size to exercise it on small tables.
         self.key_range_pruning = True
+        self.key_range_min_bytes = KEY_RANGE_MIN_TABLE_BYTES
 
     def for_session(self, spark: SparkSession) -> DeltaApplier:
         """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
@@ -228,6 +236,16 @@ class DeltaApplier(DeltaEdge):
         arrays["_op"] = pa.array([1 if ch.delete else 0 for ch in changes], type=pa.int8())
         return pa.table(arrays)
 
+    def prunes_by_key_range(self, path: str) -> bool:
+        """Whether a MERGE into `path` gets the key-range conjuncts (module doc): yes unless the
+        table is known to be smaller than `key_range_min_bytes` (KEY_RANGE_MIN_TABLE_BYTES)."""
+        if not self.key_range_pruning:
+            return False
+        if self.key_range_min_bytes <= 0:
+            return True
+        size = self.cached_size_bytes(path)
+        return size is None or size >= self.key_range_min_bytes
+
     def merge_sql(self, path: str, spec: TableSpec, view: str, key_range: str = "") -> str:
         idx = {c.name: i for i, c in enumerate(spec.columns)}
         on = " AND ".join(f"t.{quote_ident(k)} = s.`_c{idx[k]}`" for k in spec.key)
@@ -255,7 +273,7 @@ class DeltaApplier(DeltaEdge):
             raise SchemaError(f"table {spec.schema}.{spec.table}: key column(s) {missing} are not in the table")
         source = self.source_table(spec, changes)
         deletes = sum(1 for c in changes if c.delete)
-        key_range = key_range_predicate(spec, source) if self.key_range_pruning else ""
+        key_range = key_range_predicate(spec, source) if self.prunes_by_key_range(path) else ""
         view = f"replicator_src_{uuid.uuid4().hex[:12]}"
         df = self.spark.createDataFrame(source)
         df.createOrReplaceTempView(view)
