@@ -192,6 +192,7 @@ class DeltaApplier(DeltaEdge):
         other = DeltaApplier(spark, self.app_id_prefix, self.table_features)
         other.merge_conf = dict(self.merge_conf)
         other.key_range_pruning = self.key_range_pruning
+        other.key_range_min_bytes = self.key_range_min_bytes
         other.share_counts(self)
         return other
 
