@@ -56,6 +56,19 @@ MERGE_CONF = {
 # column takes tens of milliseconds. Only what is read changes, never which rows match.
 KEY_RANGE_MIN_TABLE_BYTES = 4 * 1024 * 1024
 
+# A small MERGE (a table under SMALL_MERGE_MAX_TABLE_BYTES, a source of at most
+# SMALL_MERGE_MAX_SOURCE_ROWS changes) also gets SMALL_MERGE_CONF. Adaptive execution runs every
+# exchange of a plan as a job of its own (11 jobs per MERGE instead of 5 here) to re-plan on sizes
+# that are tiny anyway; one shuffle partition writes the rewritten rows and their change-data rows
+# as one file each instead of one per partition, so small tables do not collect small files.
+# Neither changes what the MERGE writes, only how it is planned and split (`make bench`, features).
+SMALL_MERGE_MAX_TABLE_BYTES = KEY_RANGE_MIN_TABLE_BYTES
+SMALL_MERGE_MAX_SOURCE_ROWS = 20_000
+SMALL_MERGE_CONF = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+}
+
 _DECIMAL_RE = re.compile(r"^DECIMAL\(\d+,\d+\)$")
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 
@@ -185,6 +198,8 @@ class DeltaApplier(DeltaEdge):
         # difference, tests lower the size to exercise it on small tables.
         self.key_range_pruning = True
         self.key_range_min_bytes = KEY_RANGE_MIN_TABLE_BYTES
+        # Extra confs of a small MERGE (see SMALL_MERGE_CONF); `make bench` empties it to compare.
+        self.small_merge_conf = dict(SMALL_MERGE_CONF)
 
     def for_session(self, spark: SparkSession) -> DeltaApplier:
         """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
@@ -193,6 +208,7 @@ class DeltaApplier(DeltaEdge):
         other.merge_conf = dict(self.merge_conf)
         other.key_range_pruning = self.key_range_pruning
         other.key_range_min_bytes = self.key_range_min_bytes
+        other.small_merge_conf = dict(self.small_merge_conf)
         other.share_counts(self)
         return other
 
@@ -237,15 +253,19 @@ class DeltaApplier(DeltaEdge):
         arrays["_op"] = pa.array([1 if ch.delete else 0 for ch in changes], type=pa.int8())
         return pa.table(arrays)
 
-    def prunes_by_key_range(self, path: str) -> bool:
-        """Whether a MERGE into `path` gets the key-range conjuncts (module doc): yes unless the
-        table is known to be smaller than `key_range_min_bytes` (KEY_RANGE_MIN_TABLE_BYTES)."""
+    def prunes_by_key_range(self, size: int | None) -> bool:
+        """Whether a MERGE into a table of `size` bytes (None: unknown) gets the key-range
+        conjuncts (module doc): yes unless it is known to be under `key_range_min_bytes`."""
         if not self.key_range_pruning:
             return False
-        if self.key_range_min_bytes <= 0:
-            return True
-        size = self.cached_size_bytes(path)
-        return size is None or size >= self.key_range_min_bytes
+        return self.key_range_min_bytes <= 0 or size is None or size >= self.key_range_min_bytes
+
+    def conf_for(self, size: int | None, source_rows: int) -> dict[str, str]:
+        """The session confs of one MERGE into a table of `size` bytes (None: unknown) with
+        `source_rows` changes: `merge_conf`, plus `small_merge_conf` when both are small."""
+        small = (size is not None and size < SMALL_MERGE_MAX_TABLE_BYTES
+                 and source_rows <= SMALL_MERGE_MAX_SOURCE_ROWS)
+        return {**self.merge_conf, **self.small_merge_conf} if small else dict(self.merge_conf)
 
     def merge_sql(self, path: str, spec: TableSpec, view: str, key_range: str = "") -> str:
         idx = {c.name: i for i, c in enumerate(spec.columns)}
@@ -274,12 +294,14 @@ class DeltaApplier(DeltaEdge):
             raise SchemaError(f"table {spec.schema}.{spec.table}: key column(s) {missing} are not in the table")
         source = self.source_table(spec, changes)
         deletes = sum(1 for c in changes if c.delete)
-        key_range = key_range_predicate(spec, source) if self.prunes_by_key_range(path) else ""
+        size = self.cached_size_bytes(path)
+        key_range = key_range_predicate(spec, source) if self.prunes_by_key_range(size) else ""
         view = f"replicator_src_{uuid.uuid4().hex[:12]}"
         df = self.spark.createDataFrame(source)
         df.createOrReplaceTempView(view)
         try:
-            with self.idempotent(self.app_id(uid), version, json.dumps(metadata, sort_keys=True), self.merge_conf):
+            with self.idempotent(self.app_id(uid), version, json.dumps(metadata, sort_keys=True),
+                                 self.conf_for(size, len(changes))):
                 result = self.sql_retrying(self.merge_sql(path, spec, view, key_range), f"MERGE into {path}")
         except Exception as exc:
             if is_missing_file(exc):

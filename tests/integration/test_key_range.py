@@ -1,7 +1,8 @@
-"""The MERGE's key-range conjuncts change what Delta reads, never which rows match: the same change
-sets MERGEd into two tables, one always with the conjuncts and one with the small-table default
-(none), leave both exactly as a plain model of the changes says. The compound key covers each
-type the conjuncts bound (STRING, DATE, DECIMAL, INT)."""
+"""The MERGE's key-range conjuncts and small-MERGE confs change what Delta reads and how, never
+which rows match: the same change sets MERGEd into two tables, one always with the conjuncts and
+without the small-MERGE confs, one with the small-table defaults (no conjuncts, small-MERGE confs),
+leave both exactly as a plain model of the changes says. The compound key covers each type the
+conjuncts bound (STRING, DATE, DECIMAL, INT)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.merge import DeltaApplier, key_range_predicate
+from replicator.delta.merge import SMALL_MERGE_CONF, DeltaApplier, key_range_predicate
 from replicator.delta.typemap import ColumnSpec, TableSpec
 from replicator.engine.window import Change
 
@@ -43,8 +44,13 @@ def _steps(rounds: int, seed: int = 7) -> list[list[Change]]:
 
 
 def test_key_range_conjuncts_change_no_result(spark: Any, tmp_path: Path) -> None:
+    """Also the small-MERGE confs: `forced` runs without them (Spark's adaptive plans, the
+    session's shuffle partitions), `default` with them; both end as the model says, and the
+    session's own settings are back after every MERGE."""
     forced, default = DeltaApplier(spark), DeltaApplier(spark)
     forced.key_range_min_bytes = 0
+    forced.small_merge_conf = {}
+    session = {k: spark.conf.get(k) for k in SMALL_MERGE_CONF}
     paths = {"forced": str(tmp_path / "forced"), "default": str(tmp_path / "default")}
     model: dict[tuple[Any, ...], str | None] = {}
     for applier, path in ((forced, paths["forced"]), (default, paths["default"])):
@@ -58,9 +64,12 @@ def test_key_range_conjuncts_change_no_result(spark: Any, tmp_path: Path) -> Non
                 model[ch.key] = ch.image["v"]
         assert key_range_predicate(SPEC, forced.source_table(SPEC, changes)).count(" AND ") == 7  # 4 columns, 2 bounds
         for applier, path in ((forced, paths["forced"]), (default, paths["default"])):
-            assert applier.prunes_by_key_range(path) is (applier is forced)
+            size = applier.cached_size_bytes(path)
+            assert applier.prunes_by_key_range(size) is (applier is forced)
+            assert (applier.conf_for(size, len(changes)).items() >= SMALL_MERGE_CONF.items()) is (applier is default)
             res = applier.merge(path, "kr", SPEC, changes, version, {"step": version})
             assert not res.skipped
+            assert {k: spark.conf.get(k) for k in SMALL_MERGE_CONF} == session
     for path in paths.values():
         rows = {(r["s"], r["d"], r["m"], r["i"]): r["v"] for r in spark.read.format("delta").load(path).collect()}
         assert rows == model
