@@ -54,6 +54,15 @@ class PartitionDiscovery(Protocol):
         """Start reading new partitions from their start; False when the broker does not answer."""
 
 
+@runtime_checkable
+class Backlog(Protocol):
+    """A source that can tell, without asking the broker, that records it already knows of are
+    still unread (Kafka: the high watermarks of its last fetches)."""
+
+    def backlogged(self) -> bool:
+        """True while some partition's position is behind its last known end."""
+
+
 class Applier(Protocol):
     """Where steps land (Delta tables) and where progress is persisted (the warehouse state)."""
 
@@ -123,7 +132,8 @@ class ControlLoop:
         last_apply = self.clock.monotonic()
         while True:
             failure: ReplicatorError | None = None
-            for rec in self.source.poll():
+            records = self.source.poll()
+            for rec in records:
                 self.counts.records += 1
                 try:
                     events = self.decode(rec)
@@ -150,7 +160,8 @@ class ControlLoop:
             due = (
                 failure is not None or caught_up or self._stop
                 or windower.buffered_rows >= opts.max_buffer_rows
-                or (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s)
+                or (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s
+                    and not (records and self._backlogged()))
             )
             if due:
                 complete = self.apply_ready()
@@ -164,6 +175,16 @@ class ControlLoop:
                 raise failure
             if caught_up or self._stop:
                 return
+
+    def _backlogged(self) -> bool:
+        """Whether a follower should read on before its interval step: records that arrived while
+        the last step was applied are still unread. Applying after one poll of them would make a
+        step that covers less time than it takes, so a follower behind by one slow step would
+        fall further behind for good; reading them first makes the next step cover the whole
+        time since the last one. Only while polls return records (a broker gone away leaves a
+        stale high watermark) and within the buffer bound."""
+        source = self.source
+        return isinstance(source, Backlog) and source.backlogged()
 
     def apply_ready(self) -> bool:
         """Apply every ready step; False when they wait for the topic's partitions (no metadata)."""

@@ -301,6 +301,18 @@ class KafkaSource:
         pos = self._consumer.position(tp, timeout_ms=self.PROBE_TIMEOUT_MS)
         return None if pos is None else int(pos)
 
+    def backlogged(self) -> bool:
+        """Whether some partition is behind the high watermark its last fetch response carried
+        (kafka-python keeps it; no request is sent): records already on the broker are unread."""
+        for tp in self._tps:
+            high = self._consumer.highwater(tp)
+            if high is None:
+                continue
+            pos = self._position(tp)
+            if pos is not None and pos < high:
+                return True
+        return False
+
     def caught_up(self) -> bool:
         for tp in self._tps:
             pos = self._position(tp)

@@ -235,6 +235,53 @@ def test_follower_applies_when_the_flush_interval_passed() -> None:
     assert applier.rows() == [(10, 1), (12, 2), (20, 3), (22, 4)]
 
 
+class BackloggedSource(FakeSource):
+    """Knows what is on the broker but unread, like KafkaSource's high watermarks."""
+
+    def backlogged(self) -> bool:
+        return any(self.next[p] < len(self.records[p]) for p in self.next)
+
+
+def _many_windows(n: int) -> dict[int, list[list[Event] | bytes]]:
+    return {p: [ev for w in range(n) for ev in ([ins(100 * w + 10 + p, 10 * w + p)], res(100 * w + 50))]
+            for p in (0, 1)}
+
+
+def test_a_follower_reads_what_is_already_there_before_its_interval_step() -> None:
+    # 10 windows, read one record per partition per 0.5 s poll: 10 s of reading. A follower whose
+    # interval (2 s) passes while records it knows of are unread reads them first, so one step
+    # covers all 10 windows instead of a step per 2 s of reading that falls ever further behind.
+    clock = Clock()
+    source, applier = BackloggedSource(clock, _many_windows(10)), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=False, flush_interval_s=2.0)
+
+    def tick() -> None:
+        if applier.steps:
+            loop.request_stop()
+
+    loop.on_tick = tick
+    loop.run()
+    assert [s.hi for s in applier.steps] == [950]
+    assert len(applier.rows()) == 20
+    # the same input from a source that cannot tell: steps every 2 s while reading
+    clock = Clock()
+    source2, applier2 = FakeSource(clock, _many_windows(10)), FakeApplier()
+    loop2 = loop_of(source2, applier2, clock, until_caught_up=False, flush_interval_s=2.0)
+    loop2.on_tick = lambda: loop2.request_stop() if source2.caught_up() else None
+    loop2.run()
+    assert len(applier2.steps) > 3
+
+
+def test_a_backlogged_follower_still_applies_when_the_buffer_is_full() -> None:
+    clock = Clock()
+    source, applier = BackloggedSource(clock, _many_windows(10)), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=False, flush_interval_s=2.0, max_buffer_rows=4)
+    loop.on_tick = lambda: loop.request_stop() if source.caught_up() else None
+    loop.run()
+    assert len(applier.steps) >= 4
+    assert len(applier.rows()) == 20
+
+
 def test_a_full_buffer_makes_a_step_due_before_the_flush_interval() -> None:
     clock = Clock()
     records: dict[int, list[list[Event] | bytes]] = {
