@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import logging
 import math
@@ -87,6 +88,19 @@ def load_table(spark: SparkSession, applier: DeltaApplier, path: str, size: int)
     df.write.format("delta").mode("append").save(path)
 
 
+def _spark_jobs(spark: SparkSession, fn: Callable[[], None]) -> int:
+    """Run `fn` and count the Spark jobs it started (the fixed cost that dominates small writes)."""
+    sc = spark.sparkContext
+    group = f"bench-features-{time.monotonic_ns()}"
+    sc.setJobGroup(group, "bench features")
+    try:
+        fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+    return len(sc.statusTracker().getJobIdsForGroup(group))
+
+
 def _median(fn: Callable[[int], None], repeat: int) -> tuple[float, list[float]]:
     fn(-1)  # warm-up: class loading and JIT of this code path
     times = []
@@ -97,40 +111,63 @@ def _median(fn: Callable[[int], None], repeat: int) -> tuple[float, list[float]]
     return statistics.median(times), times
 
 
+def _interleaved(fns: dict[str, Callable[[int], None]], repeat: int) -> dict[str, list[float]]:
+    """Each of `fns` once per round, round after round (after one warm-up call each), so that
+    the machine's drift over the run falls on all of them alike; seconds per call."""
+    for fn in fns.values():
+        fn(-1)  # warm-up: class loading and JIT of this code path
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for i in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn(i)
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
 def bench_small(spark: SparkSession, scratch: Path, repeat: int) -> dict[str, Any]:
-    """Per profile: 100-row MERGE (applier confs, and Delta's defaults) vs a 100-row append."""
+    """Per profile: a 100-row MERGE with the applier's confs and with Delta's and Spark's defaults
+    vs a 100-row append, interleaved round by round; medians and Spark jobs per operation."""
     from replicator.delta.merge import DeltaApplier
 
     spec = _spec()
-    out: dict[str, Any] = {"rows": SMALL_ROWS, "changes": SMALL_CHANGES, "repeat": repeat, "profiles": {}}
+    out: dict[str, Any] = {"rows": SMALL_ROWS, "changes": SMALL_CHANGES, "repeat": repeat, "target_ratio": 4.0,
+                           "profiles": {}}
     for profile in PROFILES:
-        applier = DeltaApplier(spark, table_features=profile)
+        tuned = DeltaApplier(spark, table_features=profile)
+        plain = DeltaApplier(spark, table_features=profile)
+        plain.merge_conf, plain.small_merge_conf = {}, {}
         path = str(scratch / f"small-{profile}")
-        load_table(spark, applier, path, SMALL_ROWS)
-        res: dict[str, Any] = {}
-        for lever, conf in (("merge_default_delta", {}), ("merge", dict(applier.merge_conf))):
-            applier.merge_conf = conf
-
-            def one(i: int, lever: str = lever, applier: DeltaApplier = applier, path: str = path) -> None:
-                applier.merge(path, f"bench-{lever}-{i}", spec, changes(SMALL_ROWS, SMALL_CHANGES, i + 1),
-                              1, {"bench": lever})
-
-            res[f"{lever}_s"], res[f"{lever}_all"] = _median(one, repeat)
-        append_src = applier.source_table(spec, [c for c in changes(SMALL_ROWS, SMALL_CHANGES) if not c.delete])
+        load_table(spark, tuned, path, SMALL_ROWS)
+        append_src = tuned.source_table(spec, [c for c in changes(SMALL_ROWS, SMALL_CHANGES) if not c.delete])
         schema = spark.read.format("delta").load(path).schema
         renamed = append_src.drop_columns(["_op"]).rename_columns([c.name for c in spec.columns])
         apath = str(scratch / f"append-{profile}")
-        load_table(spark, applier, apath, SMALL_ROWS)
+        load_table(spark, tuned, apath, SMALL_ROWS)
+        seq = iter(range(1, 1_000_000))
+
+        def merge(_: int, applier: DeltaApplier, path: str = path, seq: Any = seq) -> None:
+            n = next(seq)
+            applier.merge(path, f"bench-{n}", spec, changes(SMALL_ROWS, SMALL_CHANGES, n), 1, {"bench": n})
 
         def append(_: int, renamed: Any = renamed, schema: Any = schema, apath: str = apath) -> None:
             spark.createDataFrame(renamed, schema=schema).write.format("delta").mode("append").save(apath)
 
-        res["append_s"], res["append_all"] = _median(append, repeat)
+        ops: dict[str, Callable[[int], None]] = {
+            "merge": functools.partial(merge, applier=tuned),
+            "merge_default_delta": functools.partial(merge, applier=plain), "append": append}
+        times = _interleaved(ops, repeat)
+        res: dict[str, Any] = {}
+        for name, ts in times.items():
+            res[f"{name}_s"], res[f"{name}_all"] = statistics.median(ts), ts
+            res[f"{name}_jobs"] = _spark_jobs(spark, functools.partial(ops[name], -1))
         res["rows_appended"] = renamed.num_rows
         res["ratio"] = res["merge_s"] / res["append_s"]
+        res["ratio_default_delta"] = res["merge_default_delta_s"] / res["append_s"]
         out["profiles"][profile] = res
-        log.info("features %s: MERGE %.2f s (Delta defaults %.2f s), append %.2f s, ratio %.1f", profile,
-                 res["merge_s"], res["merge_default_delta_s"], res["append_s"], res["ratio"])
+        log.info("features %s: MERGE %.2f s, %d jobs (Delta defaults %.2f s, %d jobs), append %.2f s, %d jobs, "
+                 "ratio %.1f", profile, res["merge_s"], res["merge_jobs"], res["merge_default_delta_s"],
+                 res["merge_default_delta_jobs"], res["append_s"], res["append_jobs"], res["ratio"])
         shutil.rmtree(path, ignore_errors=True)
         shutil.rmtree(apath, ignore_errors=True)
     return out
@@ -179,12 +216,19 @@ def render_markdown(res: dict[str, Any]) -> str:
     small = res["small"]
     lines = ["## Table features: MERGE vs append, per profile", "",
              f"{small['changes']}-row MERGE into a {small['rows']:,}-row table vs appending its "
-             f"{small['changes']} rows' inserts and updates, same run, median of {small['repeat']}.", "",
-             "| profile | MERGE (applier confs) | MERGE (Delta defaults) | append | MERGE / append |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+             f"{small['changes']} rows' inserts and updates, same run, interleaved round by round, median of "
+             f"{small['repeat']}; Spark jobs per operation in brackets. Target: MERGE / append at most "
+             f"{small.get('target_ratio', 4.0):.0f}x.", "",
+             "| profile | MERGE (applier confs) | MERGE (Delta and Spark defaults) | append | MERGE / append "
+             "| defaults / append |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, p in small["profiles"].items():
-        lines.append(f"| {name} | {p['merge_s']:.2f} s | {p['merge_default_delta_s']:.2f} s | "
-                     f"{p['append_s']:.2f} s | {p['ratio']:.1f}x |")
+        jobs = {k: f" ({p[k + '_jobs']})" if k + "_jobs" in p else ""
+                for k in ("merge", "merge_default_delta", "append")}
+        default_ratio = p.get("ratio_default_delta", p["merge_default_delta_s"] / p["append_s"])
+        lines.append(f"| {name} | {p['merge_s']:.2f} s{jobs['merge']} | {p['merge_default_delta_s']:.2f} s"
+                     f"{jobs['merge_default_delta']} | {p['append_s']:.2f} s{jobs['append']} | {p['ratio']:.1f}x "
+                     f"| {default_ratio:.1f}x |")
     large = res.get("large")
     if large:
         lines += ["", f"{large['changes']:,}-change MERGE (incl. a RESTORE), median of {large['repeat']}:", "",
