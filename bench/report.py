@@ -36,7 +36,8 @@ def _rate(run: dict[str, Any]) -> float:
 def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, bool | None]]:
     """(target, measured, met): end-to-end throughput against a plain append and against the peer,
     Craft against Open Protocol decoding, case-0 decode time, MERGE growth with table size, many
-    tables against few, follower lag, driver memory of the 1M-event run."""
+    tables against few, follower lag, a small MERGE against an append, driver memory of the
+    1M-event run."""
     out: list[tuple[str, str, bool | None]] = []
     e2e = results.get("e2e", {})
     for protocol, res in e2e.items():
@@ -77,6 +78,16 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
         g = scale["growth"]
         out.append((f"MERGE 10k into {g['to']:,} rows <= 2x into {g['from']:,} rows",
                     f"{g['after']:.2f}x (before the fix: {g['before']:.2f}x)", g["after"] <= 2.0))
+    features = results.get("features")
+    if features and features.get("small"):
+        small = features["small"]
+        limit = float(small.get("target_ratio", 4.0))
+        for profile, res in small["profiles"].items():
+            if profile != "compatible":
+                continue  # the target is the default profile's
+            out.append((f"{small['changes']}-row MERGE <= {limit:.0f}x a {small['changes']}-row append ({profile})",
+                        f"{res['ratio']:.1f}x ({res['merge_s']:.2f} vs {res['append_s']:.2f} s)",
+                        res["ratio"] <= limit))
     for protocol, res in e2e.items():
         peak = res["run"]["driver_peak_rss"]
         full = cfg.events >= 1_000_000
