@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -182,6 +182,8 @@ class Engine:
             windower = Windower(partitions, state.progress, scope_of=ddl_scope)
             cursors = state.progress.cursors
             self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
+            if not (opts.until_caught_up and self.source.caught_up()):
+                self.applier.warm_up()  # something to read: start Spark while reading it
             loop = ControlLoop(
                 self.source, self._decode_record, self.applier, windower,
                 LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
@@ -264,17 +266,35 @@ class WarehouseApplier:
         self._executor: Executor | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._delta_lock = threading.Lock()
+        self._warming: threading.Thread | None = None
         self._running = 0  # MERGEs in flight (the `tables_in_flight` fault instant)
 
     # -- lazily built Spark edge ----------------------------------------------------------------
     @property
     def delta(self) -> DeltaApplier:
-        if self._delta is None:
-            from replicator.delta.merge import DeltaApplier
-            from replicator.delta.spark import get_spark
+        with self._delta_lock:  # the warm-up thread may be building it
+            if self._delta is None:
+                from replicator.delta.merge import DeltaApplier
+                from replicator.delta.spark import get_spark
 
-            self._delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
-        return self._delta
+                self._delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
+            return self._delta
+
+    def warm_up(self) -> None:
+        """Start the Spark session in the background while the engine reads and decodes.
+
+        The JVM's start (6 s on the 2-core machine) then overlaps the read of a catch-up run
+        instead of following it. A failure here is left for the first real use of `delta` to
+        raise, where the run reports it; the engine calls this only when there is data to read.
+        """
+        def start() -> None:
+            with suppress(Exception):
+                _ = self.delta
+
+        if self._delta is None and self._warming is None:
+            self._warming = threading.Thread(target=start, name="replicator-spark-start", daemon=True)
+            self._warming.start()
 
     @property
     def ddl(self) -> DdlApplier:
@@ -310,7 +330,12 @@ class WarehouseApplier:
         return getattr(self._local, "delta", None) or self.delta
 
     def close(self) -> None:
-        """Stop the MERGE pool (its threads and their sessions) at the end of a run."""
+        """Stop the MERGE pool (its threads and their sessions) at the end of a run; a Spark start
+        still under way (a run that ended before it needed Spark) is waited for, so the process
+        never exits or stops Spark in the middle of it."""
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None

@@ -1,0 +1,52 @@
+"""The engine starts Spark in the background while it reads (WarehouseApplier.warm_up): one session
+however many threads ask for it, and a run never ends while that start is under way."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from replicator.delta.warehouse import Warehouse
+from replicator.engine.pipeline import RunOptions, RunSummary, WarehouseApplier
+
+
+class SlowSpark:
+    """Stands in for the session a slow JVM start returns."""
+
+
+def _applier(tmp_path: Path, monkeypatch: Any, started: list[float]) -> WarehouseApplier:
+    def slow_get_spark(app_name: str = "replicator") -> Any:
+        started.append(time.monotonic())
+        time.sleep(0.3)
+        return SlowSpark()
+
+    monkeypatch.setattr("replicator.delta.spark.get_spark", slow_get_spark)
+    return WarehouseApplier(Warehouse(tmp_path), RunOptions(warehouse=str(tmp_path), protocol="open"),
+                            RunSummary(), "test")
+
+
+def test_warm_up_starts_spark_once_in_the_background(tmp_path: Path, monkeypatch: Any) -> None:
+    started: list[float] = []
+    applier = _applier(tmp_path, monkeypatch, started)
+    t0 = time.monotonic()
+    applier.warm_up()
+    assert time.monotonic() - t0 < 0.2  # did not wait for the start
+    seen: list[Any] = []
+    threads = [threading.Thread(target=lambda: seen.append(applier.delta.spark)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    applier.warm_up()  # already started: nothing more
+    assert len(started) == 1
+    assert len({id(s) for s in seen}) == 1 and isinstance(seen[0], SlowSpark)
+
+
+def test_close_waits_for_a_start_under_way(tmp_path: Path, monkeypatch: Any) -> None:
+    started: list[float] = []
+    applier = _applier(tmp_path, monkeypatch, started)
+    applier.warm_up()
+    applier.close()
+    assert started and applier._delta is not None
