@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import sys
 import threading
 from collections.abc import Iterator
@@ -99,7 +100,8 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
     """Return the process-wide Delta-enabled local SparkSession (created on first use).
 
     Tunables via environment: REPLICATOR_SPARK_MASTER (default local[*]),
-    REPLICATOR_SHUFFLE_PARTITIONS (default 2), REPLICATOR_DRIVER_MEMORY (default 4g).
+    REPLICATOR_SHUFFLE_PARTITIONS (default 2), REPLICATOR_DRIVER_MEMORY (default 4g),
+    REPLICATOR_DRIVER_JAVA_OPTIONS (extra driver JVM options, e.g. -XX:TieredStopAtLevel=1).
     """
     with _LOCK:
         from pyspark.sql import SparkSession
@@ -138,6 +140,8 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         # UTC as the JVM's zone too: on a table of fewer than 50 files Delta re-verifies the whole
         # file list after every commit when a zone name lacks "utc" (docs/delta.md).
         java_options = ["-Duser.timezone=UTC"]
+        # The user's own driver JVM options last, so they win (README "Tuning the driver JVM").
+        java_options += shlex.split(os.environ.get("REPLICATOR_DRIVER_JAVA_OPTIONS", ""))
         if not _verbose:
             java_options.append(f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
