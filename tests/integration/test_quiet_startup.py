@@ -46,3 +46,13 @@ def test_verbose_shows_sparks_start_up() -> None:
     assert out.returncode == 0, out.stderr
     assert "Using Spark's default log4j profile" in out.stderr
     assert "Setting default log level" in out.stderr
+
+
+def test_driver_java_options_reach_the_driver_jvm() -> None:
+    code = ("from replicator.delta.spark import get_spark; s = get_spark(); "
+            "print(s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())")
+    env = {**_env(), "REPLICATOR_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1 -Dreplicator.test=yes"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "-XX:TieredStopAtLevel=1" in out.stdout and "-Dreplicator.test=yes" in out.stdout
+    assert "-Duser.timezone=UTC" in out.stdout
