@@ -233,12 +233,13 @@ def _wait_applied(warehouse: Path, ts: int, follower: Follower, timeout_s: float
 
 def merge_commits(table_path: str | Path) -> list[tuple[int, float]]:
     """(step's upper commit ts, commit time in s) of each MERGE commit of a replicator table, in
-    commit order, from the table's ``_delta_log`` (the commit's userMetadata and timestamp)."""
+    commit order, from the table's ``_delta_log`` (the commit's userMetadata and timestamp). A
+    window into an empty table commits as a WRITE (the applier's insert): it counts too."""
     out: list[tuple[int, float]] = []
     for f in sorted((Path(table_path) / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
             info = json.loads(line).get("commitInfo") if line.strip() else None
-            if not info or info.get("operation") != "MERGE" or not info.get("userMetadata"):
+            if not info or info.get("operation") not in ("MERGE", "WRITE") or not info.get("userMetadata"):
                 continue
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 out.append((int(json.loads(info["userMetadata"])["replicator"]["applied_ts"]),

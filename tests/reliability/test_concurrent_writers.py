@@ -81,7 +81,8 @@ class User(threading.Thread):
         latest = max(h["version"] for h in history)
         applied: int | None = None
         for h in sorted(history, key=lambda h: -h["version"]):
-            if h["operation"] == "MERGE" and h["userMetadata"]:
+            # a window is a MERGE, or a WRITE when it went into an empty table (the applier's insert)
+            if h["operation"] in ("MERGE", "WRITE") and h["userMetadata"]:
                 applied = int(json.loads(h["userMetadata"])["replicator"]["applied_ts"])
                 break
             if h["operation"] == "CREATE TABLE":
