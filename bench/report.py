@@ -81,7 +81,9 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
     features = results.get("features")
     if features and features.get("small"):
         small = features["small"]
-        limit = float(small.get("target_ratio", 4.0))
+        from bench.features import SMALL_TARGET_RATIO
+
+        limit = float(small.get("target_ratio", SMALL_TARGET_RATIO))
         for profile, res in small["profiles"].items():
             if profile != "compatible":
                 continue  # the target is the default profile's

@@ -9,6 +9,7 @@ across all tables.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import os
@@ -148,11 +149,13 @@ class Explorer:
             if t is not None:
                 reached.append((int(t["version"]), w))
         reached.sort(key=lambda vw: vw[0])
+        versions = [v for v, _ in reached]
         steps, kinds, applied, ddl = [], [], [], []
         for _, row in hist.iterrows():
             meta = json.loads(row["userMetadata"]).get("replicator", {}) if row["userMetadata"] else {}
-            version = int(row["version"])
-            w = next((rec for v, rec in reached if v >= version), {})
+            # the first step whose reached version is at or past this one (binary search)
+            at = bisect.bisect_left(versions, int(row["version"]))
+            w = reached[at][1] if at < len(reached) else {}
             steps.append(meta.get("step") or w.get("step"))
             kinds.append(meta.get("kind") or w.get("kind"))
             applied.append(meta.get("applied_ts") or w.get("applied_ts"))

@@ -93,6 +93,12 @@ def range_literal(spark_type: str, value: Any) -> str | None:
     return None
 
 
+def _insert_lists(spec: TableSpec) -> tuple[str, str]:
+    """The target column list and the positional source values of an insert of every column."""
+    return (", ".join(quote_ident(c.name) for c in spec.columns),
+            ", ".join(f"s.`_c{i}`" for i in range(len(spec.columns))))
+
+
 def key_range_predicate(spec: TableSpec, source: pa.Table) -> str:
     """Target-only conjuncts bounding each orderable key column to the source's [min, max].
 
@@ -282,8 +288,7 @@ class DeltaApplier(DeltaEdge):
         if key_range:
             on += " AND " + key_range
         sets = ", ".join(f"t.{quote_ident(c.name)} = s.`_c{i}`" for i, c in enumerate(spec.columns))
-        cols = ", ".join(quote_ident(c.name) for c in spec.columns)
-        vals = ", ".join(f"s.`_c{i}`" for i in range(len(spec.columns)))
+        cols, vals = _insert_lists(spec)
         return (
             f"MERGE INTO {delta_ref(path)} AS t USING {quote_ident(view)} AS s ON {on} "
             "WHEN MATCHED AND s.`_op` = 1 THEN DELETE "
@@ -293,8 +298,7 @@ class DeltaApplier(DeltaEdge):
 
     def insert_sql(self, path: str, spec: TableSpec, view: str) -> str:
         """The MERGE's insert clause alone, for a table with no row to match (`empty_version`)."""
-        cols = ", ".join(quote_ident(c.name) for c in spec.columns)
-        vals = ", ".join(f"s.`_c{i}`" for i in range(len(spec.columns)))
+        cols, vals = _insert_lists(spec)
         return f"INSERT INTO {delta_ref(path)} ({cols}) SELECT {vals} FROM {quote_ident(view)} AS s WHERE s.`_op` = 0"
 
     def empty_version(self, path: str) -> int | None:
@@ -331,10 +335,13 @@ class DeltaApplier(DeltaEdge):
             with self.idempotent(self.app_id(uid), version, json.dumps(metadata, sort_keys=True),
                                  self.conf_for(size, len(changes))):
                 if empty_at is None:
-                    result = self.sql_retrying(self.merge_sql(path, spec, view, key_range), f"MERGE into {path}")
+                    # A MERGE Delta skipped (its txnVersion already committed) returns no metrics row.
+                    skipped = not self.sql_retrying(self.merge_sql(path, spec, view, key_range),
+                                                    f"MERGE into {path}")
                 else:
+                    # An INSERT returns no rows either way: skipped when it made no new version.
                     self.sql_retrying(self.insert_sql(path, spec, view), f"insert into {path}")
-                    result = [True] if self.cached_version(path) > empty_at else []
+                    skipped = self.cached_version(path) == empty_at
         except Exception as exc:
             if is_missing_file(exc):
                 raise StateError(
@@ -347,5 +354,4 @@ class DeltaApplier(DeltaEdge):
             raise
         finally:
             self.spark.catalog.dropTempView(view)
-        skipped = not result
         return MergeResult(len(changes), len(changes) - deletes, deletes, self.cached_version(path), skipped)

@@ -203,16 +203,13 @@ class ControlLoop:
                 # the stopped run leaves every table as of just before that DDL.
                 before = windower.next_step(before=exc.commit_ts) if exc.commit_ts is not None else None
                 if before is not None:
-                    self._apply(before)
+                    self._apply_done(before, self.applier.apply(before))
                 raise
             self._apply_done(step, record)
         if not self.options.until_caught_up or self.source.caught_up():
             # Persist cursors even when no step was due (e.g. only replays or skipped dead letters).
             self._commit(None)
         return True
-
-    def _apply(self, step: Step) -> None:
-        self._apply_done(step, self.applier.apply(step))
 
     def _apply_done(self, step: Step, record: StepRecord) -> None:
         fault_point("before_progress")
