@@ -39,7 +39,17 @@ $(CACHE)/kafka-libs/.resolved: tools/kafka-broker/pom.xml
 		>$(CACHE)/mvn-kafka-libs.log 2>&1 || { cat $(CACHE)/mvn-kafka-libs.log; echo "mvn failed"; exit 1; }
 	@touch $@
 
-spark-jars: $(CACHE)/spark-jars/.resolved ## resolve Delta jars from Maven Central into .cache/spark-jars
+# Hadoop's local file system without its per-file shell calls (tools/localfs/README.md): compiled with the
+# JDK's javac against the Hadoop API jar pyspark ships, so it needs nothing downloaded.
+LOCALFS_SRC := $(wildcard tools/localfs/src/replicator/localfs/*.java)
+$(CACHE)/spark-jars/replicator-localfs.jar: $(LOCALFS_SRC) $(VENV)/.installed
+	@echo "building $@"
+	@rm -rf $(CACHE)/localfs-classes && mkdir -p $(CACHE)/localfs-classes $(CACHE)/spark-jars
+	@hadoop_api=$$($(PY) -c "import pathlib, pyspark; print(next((pathlib.Path(pyspark.__file__).parent / 'jars').glob('hadoop-client-api-*.jar')))") \
+		&& javac --release 17 -Xlint:all -Werror -cp "$$hadoop_api" -d $(CACHE)/localfs-classes $(LOCALFS_SRC) \
+		&& jar cf $@.tmp -C $(CACHE)/localfs-classes . && mv $@.tmp $@
+
+spark-jars: $(CACHE)/spark-jars/.resolved $(CACHE)/spark-jars/replicator-localfs.jar ## Delta jars from Maven Central + the local file system jar into .cache/spark-jars
 kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs
 
 setup: $(VENV)/.installed spark-jars kafka-jars ## venv + package (editable, dev extras) + cached JVM jars

@@ -32,6 +32,13 @@ QUIET_LOG4J = Path(__file__).resolve().with_name("log4j2-quiet.properties")
 # FAIR scheduling with one FAIR pool (`apply`) for the concurrent MERGEs of a step (APPLY_POOL).
 FAIR_POOLS = Path(__file__).resolve().with_name("fairscheduler.xml")
 APPLY_POOL = "apply"
+# Hadoop's local file system with java.nio in place of its per-file shell calls (tools/localfs,
+# built by `make spark-jars`; docs/delta.md "Local file system"). REPLICATOR_NIO_LOCAL_FS=0: Hadoop's own.
+LOCALFS_JAR = "replicator-localfs.jar"
+LOCALFS_CONF = {
+    "spark.hadoop.fs.file.impl": "replicator.localfs.NioLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "replicator.localfs.NioLocalFs",
+}
 _LOCK = threading.Lock()
 _verbose = False
 
@@ -96,12 +103,25 @@ def _jar_paths() -> list[str] | None:
     return jars or None
 
 
+def local_fs_conf(jars: list[str]) -> dict[str, str]:
+    """Spark confs that put file:// paths on the fork-free local file system, when its jar is among
+    `jars` and REPLICATOR_NIO_LOCAL_FS is not 0. Why: without Hadoop's native library (pyspark has
+    none) every file Hadoop creates forks `chmod` and every rename forks `readlink`, several per Delta
+    commit (docs/delta.md). The jar goes on the JVMs' class path, not only spark.jars: Hadoop loads
+    file system classes before spark.jars are."""
+    jar = next((j for j in jars if Path(j).name == LOCALFS_JAR), None)
+    if jar is None or os.environ.get("REPLICATOR_NIO_LOCAL_FS", "1") == "0":
+        return {}
+    return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar, **LOCALFS_CONF}
+
+
 def get_spark(app_name: str = "replicator") -> SparkSession:
     """Return the process-wide Delta-enabled local SparkSession (created on first use).
 
     Tunables via environment: REPLICATOR_SPARK_MASTER (default local[*]),
     REPLICATOR_SHUFFLE_PARTITIONS (default 2), REPLICATOR_DRIVER_MEMORY (default 4g),
-    REPLICATOR_DRIVER_JAVA_OPTIONS (extra driver JVM options, e.g. -XX:TieredStopAtLevel=1).
+    REPLICATOR_DRIVER_JAVA_OPTIONS (extra driver JVM options, e.g. -XX:TieredStopAtLevel=1),
+    REPLICATOR_NIO_LOCAL_FS (0: Hadoop's own local file system, see `local_fs_conf`).
     """
     with _LOCK:
         from pyspark.sql import SparkSession
@@ -148,6 +168,8 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         jars = _jar_paths()
         if jars is not None:
             builder = builder.config("spark.jars", ",".join(jars))
+            for key, value in local_fs_conf(jars).items():
+                builder = builder.config(key, value)
         else:
             from delta import configure_spark_with_delta_pip
 
