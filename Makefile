@@ -9,7 +9,7 @@ WAREHOUSE ?= ./warehouse
 export KAFKA_PORT
 
 .DEFAULT_GOAL := help
-.PHONY: help setup spark-jars kafka-jars proto test test-unit lint bench run kafka-up kafka-down notebook soak clean
+.PHONY: help setup spark-jars kafka-jars proto test test-unit lint bench run kafka-up kafka-down cluster-up cluster-down notebook soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -79,11 +79,17 @@ kafka-up: setup ## start the local Kafka broker (KRaft) on 127.0.0.1:$KAFKA_PORT
 kafka-down: ## stop the local Kafka broker
 	@if [ -x $(PY) ]; then $(PY) -m replicator.sim.localkafka down; fi
 
+cluster-up: setup ## start a Spark standalone master + 2 workers on 127.0.0.1:$SPARK_MASTER_PORT; print the master URL
+	@$(PY) -m replicator.sim.localspark up
+
+cluster-down: ## stop the local Spark cluster
+	@if [ -x $(PY) ]; then $(PY) -m replicator.sim.localspark down; fi
+
 notebook: setup ## Jupyter Lab on notebooks/explore.ipynb (explores ./warehouse; REPLICATOR_WAREHOUSE=DIR to change)
 	REPLICATOR_WAREHOUSE=$${REPLICATOR_WAREHOUSE:-$(abspath $(WAREHOUSE))} $(VENV)/bin/jupyter lab --ip 127.0.0.1 notebooks/explore.ipynb
 
 soak: setup ## reliability scenarios at full size
 	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m reliability
 
-clean: kafka-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
+clean: kafka-down cluster-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
 	rm -rf $(VENV) $(CACHE) state warehouse warehouse-craft build .pytest_cache .mypy_cache .ruff_cache .hypothesis
