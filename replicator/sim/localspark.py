@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -25,13 +24,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from replicator.errors import ReplicatorError
-from replicator.sim.localkafka.process import free_ports, pid_alive
+from replicator.sim.localkafka.process import free_ports, pid_alive, state_dir_lock
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -107,18 +106,6 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-@contextlib.contextmanager
-def _locked(state_dir: Path) -> Iterator[None]:
-    """Serialise up/down on one state dir (two `make cluster-up` at once must not start two masters)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with (state_dir / ".lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def status(state_dir: Path = DEFAULT_STATE_DIR) -> ClusterHandle | None:
     """The running cluster of `state_dir`, or None (no pid file, or its master is gone)."""
     try:
@@ -151,7 +138,7 @@ def start(state_dir: Path = DEFAULT_STATE_DIR, port: int = DEFAULT_PORT, workers
           timeout: float = 120.0) -> ClusterHandle:
     """Start a master on `port` and `workers` workers (1 core, 2 GiB each) and wait until every worker
     has registered; a no-op returning the running cluster when there is one."""
-    with _locked(state_dir):
+    with state_dir_lock(state_dir):
         running = status(state_dir)
         if running is not None:
             return running
@@ -195,7 +182,7 @@ def _stop_pids(pids: Sequence[int], timeout: float) -> None:
 
 def stop(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 30.0) -> bool:
     """Stop the cluster of `state_dir` (workers, then the master); False when none was running."""
-    with _locked(state_dir):
+    with state_dir_lock(state_dir):
         running = status(state_dir)
         if running is None:
             (state_dir / "cluster.json").unlink(missing_ok=True)

@@ -32,12 +32,12 @@ from replicator.sim.localkafka.process import (
     _is_our_broker,
     _kill_and_wait,
     _launch,
-    _locked,
     _port_accepting,
     _port_free,
     _wait_ready,
     free_ports,
     pid_alive,
+    state_dir_lock,
 )
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def start(
     """
     state_dir = Path(state_dir).resolve()
     deadline = time.monotonic() + timeout
-    with _locked(state_dir):
+    with state_dir_lock(state_dir):
         running = status(state_dir)
         if running is not None:
             return running
@@ -187,7 +187,7 @@ def stop(state_dir: Path | str, timeout: float = 30.0) -> bool:
     state_dir = Path(state_dir).resolve()
     if not state_dir.is_dir():
         return False
-    with _locked(state_dir):
+    with state_dir_lock(state_dir):
         pid = _read_pid(state_dir)
         if pid is None or not _is_our_broker(pid, state_dir):
             (state_dir / "broker.pid").unlink(missing_ok=True)

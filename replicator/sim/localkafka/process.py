@@ -119,8 +119,9 @@ def _set_pdeathsig() -> None:
 
 
 @contextlib.contextmanager
-def _locked(state_dir: Path) -> Iterator[None]:
-    """Serialise up/down on one state dir (two `make kafka-up` at once must not launch two JVMs)."""
+def state_dir_lock(state_dir: Path) -> Iterator[None]:
+    """Serialise up/down on one state dir (two `make kafka-up`, or `make cluster-up`, at once must
+    not launch two of the same JVMs)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     with (state_dir / ".lock").open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
