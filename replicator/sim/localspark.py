@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from replicator.errors import ReplicatorError
-from replicator.sim.localkafka.process import free_ports, pid_alive, state_dir_lock
+from replicator.sim.localkafka.process import env_port, free_ports, pid_alive, state_dir_lock
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def _ours(pid: int, cls: str) -> bool:
 def _env(state_dir: Path) -> dict[str, str]:
     home = spark_home()
     return {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST, "SPARK_LOG_DIR": str(state_dir),
-            "SPARK_WORKER_DIR": str(state_dir / "work"), "PYSPARK_PYTHON": sys.executable}
+            "PYSPARK_PYTHON": sys.executable}
 
 
 def _launch(state_dir: Path, name: str, cls: str, *args: str) -> int:
@@ -106,13 +106,17 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
-def status(state_dir: Path = DEFAULT_STATE_DIR) -> ClusterHandle | None:
-    """The running cluster of `state_dir`, or None (no pid file, or its master is gone)."""
+def _saved(state_dir: Path) -> dict[str, Any] | None:
     try:
-        saved = json.loads((state_dir / "cluster.json").read_text())
+        return dict(json.loads((state_dir / "cluster.json").read_text()))
     except (OSError, ValueError):
         return None
-    if not _ours(int(saved["master_pid"]), MASTER_CLASS):
+
+
+def status(state_dir: Path = DEFAULT_STATE_DIR) -> ClusterHandle | None:
+    """The running cluster of `state_dir`, or None (no pid file, or its master is gone)."""
+    saved = _saved(state_dir)
+    if saved is None or not _ours(int(saved["master_pid"]), MASTER_CLASS):
         return None
     return ClusterHandle(saved["master_url"], int(saved["webui_port"]), int(saved["master_pid"]),
                          tuple(int(p) for p in saved["worker_pids"]), state_dir, already_running=True)
@@ -181,26 +185,18 @@ def _stop_pids(pids: Sequence[int], timeout: float) -> None:
 
 
 def stop(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 30.0) -> bool:
-    """Stop the cluster of `state_dir` (workers, then the master); False when none was running."""
+    """Stop the cluster of `state_dir` (workers, then the master); False when none of it was running.
+    Workers whose master died first are stopped too (they would retry it forever)."""
     with state_dir_lock(state_dir):
-        running = status(state_dir)
-        if running is None:
-            (state_dir / "cluster.json").unlink(missing_ok=True)
-            return False
-        workers = [p for p in running.worker_pids if _ours(p, WORKER_CLASS)]
-        _stop_pids(workers, timeout)
-        _stop_pids([running.master_pid], timeout)
+        saved = _saved(state_dir)
         (state_dir / "cluster.json").unlink(missing_ok=True)
-        return True
-
-
-def _default_port() -> int:
-    raw = os.environ.get(PORT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_PORT
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise LocalSparkError(f"${PORT_ENV}={raw!r} is not a port number")
-    return int(raw)
+        if saved is None:
+            return False
+        workers = [int(p) for p in saved["worker_pids"] if _ours(int(p), WORKER_CLASS)]
+        master = [int(saved["master_pid"])] if _ours(int(saved["master_pid"]), MASTER_CLASS) else []
+        _stop_pids(workers, timeout)
+        _stop_pids(master, timeout)
+        return bool(workers or master)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -221,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "up":
-            port = args.port if args.port is not None else _default_port()
+            port = args.port if args.port is not None else env_port(PORT_ENV, DEFAULT_PORT)
             handle = start(args.state_dir, port, args.workers, args.timeout)
             note = "already running" if handle.already_running else f"started ({len(handle.worker_pids)} workers)"
             print(f"spark: {note}; master UI http://{HOST}:{handle.webui_port}, logs {handle.state_dir}",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -16,23 +15,10 @@ from replicator.sim.localkafka.config import (
     DEFAULT_STATE_DIR,
     LIBS_ENV,
     PORT_ENV,
-    LocalKafkaError,
 )
+from replicator.sim.localkafka.process import env_port
 
 # ---------------------------------------------------------------------------------------------- CLI
-
-
-def _default_port() -> int:
-    raw = os.environ.get(PORT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_PORT
-    try:
-        value = int(raw)
-    except ValueError:
-        raise LocalKafkaError(f"${PORT_ENV}={raw!r} is not a port number") from None
-    if not 0 < value < 65536:
-        raise LocalKafkaError(f"${PORT_ENV}={value} is out of range")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "up":
-            port = args.port if args.port is not None else _default_port()
+            port = args.port if args.port is not None else env_port(PORT_ENV, DEFAULT_PORT)
             handle = start(args.state_dir, port, args.controller_port, args.timeout, libs_dir=args.libs)
             if handle.already_running:
                 note = "already running"

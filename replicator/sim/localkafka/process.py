@@ -82,6 +82,19 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def env_port(name: str, default: int) -> int:
+    """The port in environment variable `name` (`default` when unset or empty); a ConfigError naming
+    the variable when it is not a port number (KAFKA_PORT, SPARK_MASTER_PORT)."""
+    from replicator.errors import ConfigError
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"${name}={raw!r} is not a port number (1-65535)")
+    return int(raw)
+
+
 def free_ports(count: int) -> list[int]:
     """Ports the OS reports free right now (racy by nature: callers retry on bind failure)."""
     socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
