@@ -47,6 +47,9 @@ def add_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply-parallelism", type=int, metavar="N",
                    help="MERGEs of one step run at once, each table in its own Spark session "
                         f"(default {d['apply_parallelism']})")
+    p.add_argument("--reader", choices=["driver", "spark"],
+                   help="where records are read and decoded: in this process (driver) or on Spark executors "
+                        f"with Spark's Kafka source (spark) (default {d['reader']})")
     p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
                    help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
                         f"(default {d['kafka_retry_budget']:g})")
@@ -90,6 +93,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         start=start,
         max_buffer_rows=s.max_buffer_rows,
         apply_parallelism=s.apply_parallelism,
+        reader=s.reader,
         wait_for_lock=s.wait,
     )
 
@@ -118,6 +122,8 @@ def run(cmd: RunCommand) -> int:
         archive = ArchiveSource(list(cmd.archive))  # checks every frame first: corruption stops before anything applies
         if s.protocol is not None and s.protocol != archive.protocol:
             raise ConfigError(f"--protocol {s.protocol}, but the archive holds {archive.protocol} records")
+        if s.reader == "spark":
+            raise ConfigError("--reader spark reads a Kafka topic; archives are read with --reader driver")
         options = run_options(s.model_copy(update={"protocol": archive.protocol}))
         options.until_caught_up = True  # an archive is finite: read it to the end, apply, exit
         print_summary(Engine(archive, options).run(), s)

@@ -89,6 +89,7 @@ class ReplicatorSettings(BaseSettings):
     zero_dates: Literal["error", "null"] = "error"
     max_buffer_rows: int = 200_000
     apply_parallelism: int = Field(default=DEFAULT_APPLY_PARALLELISM, ge=1, le=64)
+    reader: Literal["driver", "spark"] = "driver"
     kafka_retry_budget: float = 120.0
     wait: StrictBool = False
     json_summary: StrictBool = False

@@ -28,7 +28,7 @@ import logging
 import re
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -47,7 +47,7 @@ from replicator.errors import SchemaError, StateError
 log = logging.getLogger("replicator")
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 MERGE_CONF = {
     # The source is an in-memory Arrow table: deterministic, so Delta need not checkpoint it to
@@ -106,13 +106,22 @@ def key_range_predicate(spec: TableSpec, source: pa.Table) -> str:
     lie inside the bounds; NULL keys never match, so min/max may ignore them. Empty when no key
     column qualifies.
     """
+    def bounds(i: int) -> tuple[Any, Any]:
+        mm = pc.min_max(source.column(f"_c{i}"))
+        return mm["min"].as_py(), mm["max"].as_py()
+
+    return key_range_from(spec, bounds)
+
+
+def key_range_from(spec: TableSpec, bounds: Callable[[int], tuple[Any, Any]]) -> str:
+    """`key_range_predicate` from each key column's (min, max), by column index."""
     idx = {c.name: i for i, c in enumerate(spec.columns)}
     parts: list[str] = []
     for k in spec.key:
         i = idx[k]
-        bounds = pc.min_max(source.column(f"_c{i}"))
-        lo = range_literal(spec.columns[i].spark_type, bounds["min"].as_py())
-        hi = range_literal(spec.columns[i].spark_type, bounds["max"].as_py())
+        low, high = bounds(i)
+        lo = range_literal(spec.columns[i].spark_type, low)
+        hi = range_literal(spec.columns[i].spark_type, high)
         if lo is not None and hi is not None:
             parts.append(f"t.{quote_ident(k)} >= {lo} AND t.{quote_ident(k)} <= {hi}")
     return " AND ".join(parts)
@@ -282,7 +291,8 @@ class DeltaApplier(DeltaEdge):
                  and source_rows <= SMALL_MERGE_MAX_SOURCE_ROWS)
         return {**self.merge_conf, **self.small_merge_conf} if small else dict(self.merge_conf)
 
-    def merge_sql(self, path: str, spec: TableSpec, view: str, key_range: str = "") -> str:
+    def merge_sql(self, path: str, spec: TableSpec, view: str, key_range: str = "", *, source_ref: str = "") -> str:
+        """The MERGE from temp view `view` (or from `source_ref`, an already quoted reference)."""
         idx = {c.name: i for i, c in enumerate(spec.columns)}
         on = " AND ".join(f"t.{quote_ident(k)} = s.`_c{idx[k]}`" for k in spec.key)
         if key_range:
@@ -290,16 +300,17 @@ class DeltaApplier(DeltaEdge):
         sets = ", ".join(f"t.{quote_ident(c.name)} = s.`_c{i}`" for i, c in enumerate(spec.columns))
         cols, vals = _insert_lists(spec)
         return (
-            f"MERGE INTO {delta_ref(path)} AS t USING {quote_ident(view)} AS s ON {on} "
+            f"MERGE INTO {delta_ref(path)} AS t USING {source_ref or quote_ident(view)} AS s ON {on} "
             "WHEN MATCHED AND s.`_op` = 1 THEN DELETE "
             f"WHEN MATCHED AND s.`_op` = 0 THEN UPDATE SET {sets} "
             f"WHEN NOT MATCHED AND s.`_op` = 0 THEN INSERT ({cols}) VALUES ({vals})"
         )
 
-    def insert_sql(self, path: str, spec: TableSpec, view: str) -> str:
+    def insert_sql(self, path: str, spec: TableSpec, view: str, *, source_ref: str = "") -> str:
         """The MERGE's insert clause alone, for a table with no row to match (`empty_version`)."""
         cols, vals = _insert_lists(spec)
-        return f"INSERT INTO {delta_ref(path)} ({cols}) SELECT {vals} FROM {quote_ident(view)} AS s WHERE s.`_op` = 0"
+        return (f"INSERT INTO {delta_ref(path)} ({cols}) SELECT {vals} FROM {source_ref or quote_ident(view)} AS s "
+                "WHERE s.`_op` = 0")
 
     def empty_version(self, path: str) -> int | None:
         """The version of a fresh snapshot of the table when its checksum says it has no data
@@ -315,32 +326,78 @@ class DeltaApplier(DeltaEdge):
         metadata: dict[str, Any],
     ) -> MergeResult:
         """One idempotent MERGE of `changes` (already collapsed: one change per key)."""
+        self._check_key(spec)
+        source = self.source_table(spec, changes)
+        deletes = sum(1 for c in changes if c.delete)
+        view = f"replicator_src_{uuid.uuid4().hex[:12]}"
+        self.spark.createDataFrame(source).createOrReplaceTempView(view)
+        try:
+            return self._merge_view(path, spec, quote_ident(view), len(changes), deletes,
+                                    lambda: key_range_predicate(spec, source), version, metadata, self.app_id(uid))
+        finally:
+            self.spark.catalog.dropTempView(view)
+
+    def merge_frame(self, path: str, uid: str, spec: TableSpec, frame: DataFrame, version: int,
+                    metadata: dict[str, Any]) -> MergeResult:
+        """One idempotent MERGE from a distributed source of the positional shape (`_c<i>`, `_op`;
+        one change per key), as `--reader spark` builds it on the executors. The source is
+        persisted for the MERGE's scans and counted first (one job: changes, deletes, key range);
+        an empty source commits nothing. It may belong to another session (the reader's): it is
+        reached through a global temp view."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from replicator.delta.spark import executor_errors
+
+        self._check_key(spec)
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            keys = [i for i, c in enumerate(spec.columns) if c.name in spec.key]
+            aggs = [F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("_op"), F.lit(0)).alias("d")]
+            for i in keys:
+                aggs += [F.min(f"_c{i}").alias(f"lo{i}"), F.max(f"_c{i}").alias(f"hi{i}")]
+            with executor_errors(f"the changes of {spec.schema}.{spec.table}"):
+                stats = frame.agg(*aggs).collect()[0]
+            if not stats["n"]:
+                return MergeResult(0, 0, 0, self.cached_version(path), True)
+            view = f"replicator_src_{uuid.uuid4().hex[:12]}"
+            frame.createOrReplaceGlobalTempView(view)
+            try:
+                return self._merge_view(
+                    path, spec, f"global_temp.{quote_ident(view)}", int(stats["n"]), int(stats["d"]),
+                    lambda: key_range_from(spec, lambda i: (stats[f"lo{i}"], stats[f"hi{i}"])),
+                    version, metadata, self.app_id(uid))
+            finally:
+                frame.sparkSession.catalog.dropGlobalTempView(view)
+        finally:
+            frame.unpersist()
+
+    def _check_key(self, spec: TableSpec) -> None:
         if not spec.key:
             raise SchemaError(f"table {spec.schema}.{spec.table} has no merge key (no primary/handle key)")
         missing = [k for k in spec.key if spec.column(k) is None]
         if missing:
             raise SchemaError(f"table {spec.schema}.{spec.table}: key column(s) {missing} are not in the table")
-        source = self.source_table(spec, changes)
-        deletes = sum(1 for c in changes if c.delete)
+
+    def _merge_view(self, path: str, spec: TableSpec, source_ref: str, rows: int, deletes: int,
+                    key_range_of: Callable[[], str], version: int, metadata: dict[str, Any],
+                    app_id: str) -> MergeResult:
+        """The MERGE (or insert into an empty table) of a registered source of `rows` changes."""
         size = self.cached_size_bytes(path)
         # A table without data files (new, or emptied) has no row to match: the MERGE would insert
         # the upserts and nothing else, so a plain insert does the same with one job instead of
         # five (module doc). Checked on a fresh snapshot; the first window of every new table.
-        empty_at = self.empty_version(path) if size == 0 and deletes < len(changes) and self.insert_into_empty else None
-        key_range = key_range_predicate(spec, source) if empty_at is None and self.prunes_by_key_range(size) else ""
-        view = f"replicator_src_{uuid.uuid4().hex[:12]}"
-        df = self.spark.createDataFrame(source)
-        df.createOrReplaceTempView(view)
+        empty_at = self.empty_version(path) if size == 0 and deletes < rows and self.insert_into_empty else None
+        key_range = key_range_of() if empty_at is None and self.prunes_by_key_range(size) else ""
         try:
-            with self.idempotent(self.app_id(uid), version, json.dumps(metadata, sort_keys=True),
-                                 self.conf_for(size, len(changes))):
+            with self.idempotent(app_id, version, json.dumps(metadata, sort_keys=True), self.conf_for(size, rows)):
                 if empty_at is None:
                     # A MERGE Delta skipped (its txnVersion already committed) returns no metrics row.
-                    skipped = not self.sql_retrying(self.merge_sql(path, spec, view, key_range),
+                    skipped = not self.sql_retrying(self.merge_sql(path, spec, "", key_range, source_ref=source_ref),
                                                     f"MERGE into {path}")
                 else:
                     # An INSERT returns no rows either way: skipped when it made no new version.
-                    self.sql_retrying(self.insert_sql(path, spec, view), f"insert into {path}")
+                    self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"insert into {path}")
                     skipped = self.cached_version(path) == empty_at
         except Exception as exc:
             if is_missing_file(exc):
@@ -352,6 +409,4 @@ class DeltaApplier(DeltaEdge):
                     "warehouse with `replicator replay --from-earliest`"
                 ) from None
             raise
-        finally:
-            self.spark.catalog.dropTempView(view)
-        return MergeResult(len(changes), len(changes) - deletes, deletes, self.cached_version(path), skipped)
+        return MergeResult(rows, rows - deletes, deletes, self.cached_version(path), skipped)

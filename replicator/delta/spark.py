@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from replicator.errors import DecodeError, ReplicatorError, SchemaError, UnsupportedError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -211,3 +213,25 @@ def stop_spark() -> None:
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+
+
+_EXECUTOR_ERRORS = {"SchemaError": SchemaError, "DecodeError": DecodeError,
+                    "UnsupportedError": UnsupportedError, "ReplicatorError": ReplicatorError}
+_ERROR_LINE = re.compile(r"replicator\.errors\.(\w+Error): (.*)")
+
+
+@contextmanager
+def executor_errors(what: str) -> Iterator[None]:
+    """Re-raise an error the executors' Python code raised (a SchemaError naming a row's position,
+    say) as itself on the driver, instead of a Spark exception with a Python traceback inside."""
+    try:
+        yield
+    except ReplicatorError:
+        raise
+    except Exception as exc:
+        found = _ERROR_LINE.findall(str(exc))
+        if found:
+            name, message = found[-1]
+            raise _EXECUTOR_ERRORS.get(name, ReplicatorError)(message.strip()) from None
+        raise ReplicatorError(f"{what} failed on Spark: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}") \
+            from exc

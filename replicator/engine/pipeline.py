@@ -28,13 +28,14 @@ from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.loop import ControlLoop, LoopOptions
-from replicator.engine.plan import Segment, StepPlan, plan_step
+from replicator.engine.plan import RowSpan, Segment, StepPlan, plan_step
 from replicator.engine.progress import Progress
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM, InlineExecutor, run_plan
 from replicator.engine.window import Step, Windower, collapse
-from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
+from replicator.errors import ConfigError, DdlError, ReplicatorError, SchemaError
 from replicator.events import DdlEvent, Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
+from replicator.sources.executor import check_row
 from replicator.sources.kafka import Record, Source
 
 if TYPE_CHECKING:
@@ -43,9 +44,11 @@ if TYPE_CHECKING:
     from replicator.delta.ddl import DdlApplier
     from replicator.delta.merge import DeltaApplier, MergeResult
     from replicator.delta.typemap import TableSpec
+    from replicator.sources.spark_reader import SparkBatch
 
 log = logging.getLogger("replicator")
 Protocol = Literal["open", "craft"]
+Reader = Literal["driver", "spark"]
 
 
 @dataclass
@@ -63,6 +66,7 @@ class RunOptions:
     progress: bool | None = None  # None: a live display when stderr is a terminal
     table_features: Profile = DEFAULT_PROFILE  # what new tables get (replicator/delta/features.py)
     apply_parallelism: int = DEFAULT_APPLY_PARALLELISM  # MERGEs of one step run at once (engine/schedule.py)
+    reader: Reader = "driver"  # where records are read and decoded (engine/batch.py for "spark")
 
 
 @dataclass
@@ -175,8 +179,11 @@ class Engine:
             state = self.warehouse.load_state()
             self._check_source(state)
             self.applier.state = state
-            partitions = self.source.partitions()
             state.progress = state.progress.starting_at(opts.start)
+            if opts.reader == "spark":
+                self._run_batches(state, started)
+                return self.summary
+            partitions = self.source.partitions()
             from replicator.delta.ddl.scope import ddl_scope
 
             windower = Windower(partitions, state.progress, scope_of=ddl_scope)
@@ -201,6 +208,40 @@ class Engine:
                 self.applier.close()
                 self.source.close()
         return self.summary
+
+    def _run_batches(self, state: State, started: float) -> None:
+        """`--reader spark`: read and decode on Spark executors, batch by batch (engine/batch.py)."""
+        from replicator.delta.ddl.scope import ddl_scope
+        from replicator.engine.batch import BatchLoop
+        from replicator.sources.kafka import KafkaSource
+        from replicator.sources.spark_reader import read_batch
+
+        source, opts = self.source, self.options
+        if not isinstance(source, KafkaSource):
+            raise ConfigError("--reader spark reads a Kafka topic; archives are read with --reader driver")
+
+        def read(ranges: Mapping[int, tuple[int, int]], watermarks: Mapping[int, int], applied_ts: int) -> SparkBatch:
+            batch = read_batch(self.applier.delta.spark, source.settings, ranges, protocol=opts.protocol,
+                               options=opts.decode, watermarks=watermarks, applied_ts=applied_ts)
+            self.applier.batch = batch
+            return batch
+
+        loop = BatchLoop(source, self.applier, state.progress,
+                         LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
+                                     max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s),
+                         read=read, scope_of=ddl_scope, invalid_text=self.summary.invalid_text)
+        self._loop = loop
+        if self._stop:
+            loop.request_stop()
+        display = _Display(self, loop, enabled=opts.progress)
+        loop.on_tick = display.update
+        try:
+            with display:
+                loop.run()
+        finally:
+            self._summarise(loop, time.monotonic() - started)
+            self.applier.close()
+            source.close()
 
     def _summarise(self, loop: ControlLoop, elapsed: float) -> None:
         s, c, st = self.summary, loop.counts, loop.windower.stats
@@ -238,13 +279,8 @@ class Engine:
         pos = Position(rec.topic, rec.partition, rec.offset)
         events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
         for ev in events:
-            if isinstance(ev, RowChange) and (ev.only_handle_key or ev.claim_check):
-                what = "claim-check location " + repr(ev.claim_check) if ev.claim_check else "only handle-key columns"
-                raise UnsupportedError(
-                    f"row of {ev.schema}.{ev.table} carries {what} (TiCDC large-message handling); "
-                    "the full row is not in the message, so it cannot be replicated: disable "
-                    "large-message-handle-option upstream or raise max-message-bytes"
-                )
+            if isinstance(ev, RowChange):
+                check_row(ev)
         return events
 
 
@@ -269,6 +305,7 @@ class WarehouseApplier:
         self._delta_lock = threading.Lock()
         self._warming: threading.Thread | None = None
         self._running = 0  # MERGEs in flight (the `tables_in_flight` fault instant)
+        self.batch: SparkBatch | None = None  # where a step's row spans are (--reader spark)
 
     # -- lazily built Spark edge ----------------------------------------------------------------
     @property
@@ -377,13 +414,23 @@ class WarehouseApplier:
 
         def prepare(seg: Segment) -> _Job:
             schema, table = seg.table
-            entry = state.live_table(schema, table) or self._infer_table(state, schema, table, seg.rows)
+            entry = state.live_table(schema, table)
+            rows = seg.rows
+            if isinstance(rows, RowSpan):  # on the executors: a few for what the catalog needs from rows
+                if entry is not None and entry.table_spec.key:
+                    return _Job(seg, entry, entry.table_spec, n, recovering)
+                rows = self._batch().sample(seg.table, rows.lo, rows.hi)
+                if not rows:
+                    return _Job(seg, None, None, n, recovering)  # the span turned out empty
+            if entry is None:
+                entry = self._infer_table(state, schema, table, rows)
             spec = entry.table_spec
             if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
                 from replicator.delta.ddl import adopt_handle_key
 
-                spec = adopt_handle_key(entry, seg.rows)
-            self._check_columns(entry, seg.rows)
+                spec = adopt_handle_key(entry, rows)
+            if not isinstance(seg.rows, RowSpan):  # the executors check every row of a span
+                self._check_columns(entry, rows)
             return _Job(seg, entry, spec, n, recovering)
 
         def apply_ddl(i: int) -> None:
@@ -393,6 +440,8 @@ class WarehouseApplier:
             job, res = out
             if more:
                 fault_point("between_tables")
+            if job.entry is None:
+                return
             counts = self.summary.tables.setdefault(f"{seg.table[0]}.{seg.table[1]}", TableCounts())
             if not res.skipped:
                 counts.upserts += res.upserts
@@ -440,22 +489,40 @@ class WarehouseApplier:
         list(self.executor.map(lambda job: self.session_delta().create_table(*job), todo))
         self.ddl.created.update(path for path, _ in todo)
 
+    def _batch(self) -> SparkBatch:
+        if self.batch is None:
+            raise RuntimeError("a step of row spans without a Spark batch")
+        return self.batch
+
     def _merge(self, job: _Job) -> tuple[_Job, MergeResult]:
         """One segment's MERGE, on the calling thread's own Spark session (a pool worker's)."""
         from replicator.delta.merge import MergeResult
         delta = self.session_delta()
         seg, entry, spec = job.segment, job.entry, job.spec
+        if entry is None or spec is None:
+            return job, MergeResult(0, 0, 0, -1, True)
+        rows = seg.rows
         if job.recovering and delta.txn_version(entry.path, delta.app_id(entry.uid)) >= seg.version:
             # Committed by the crashed run; its table may already be past a DDL the catalog is not.
-            return job, MergeResult(len(seg.rows), 0, 0, delta.table_version(entry.path), True)
-        changes = collapse(seg.rows, spec.key)
+            return job, MergeResult(len(rows) if isinstance(rows, list) else 0, 0, 0,
+                                    delta.table_version(entry.path), True)
         meta = {"replicator": {"step": job.step, "applied_ts": seg.version, "kind": "window"}}
+        if isinstance(rows, RowSpan):
+            frame = self._batch().changes(spec, seg.table, rows.lo, rows.hi)
+            fault_timer("mid_merge")
+            with self._in_flight():
+                res = delta.merge_frame(entry.path, entry.uid, spec, frame, seg.version, meta)
+                fault_point("after_merge")
+                if self._running > 1:
+                    fault_point("tables_in_flight")
+            return job, res
+        changes = collapse(rows, spec.key)
         fault_timer("mid_merge")
         with self._in_flight():
             try:
                 res = delta.merge(entry.path, entry.uid, spec, changes, seg.version, meta)
             except SchemaError as exc:  # e.g. a value that does not fit its column: say where it came from
-                raise SchemaError(f"{exc}; the rows came from {_positions(seg.rows)}") from None
+                raise SchemaError(f"{exc}; the rows came from {_positions(rows)}") from None
             fault_point("after_merge")
             if self._running > 1:
                 fault_point("tables_in_flight")
@@ -498,7 +565,7 @@ class WarehouseApplier:
         return {"schema": entry.schema_name, "table": entry.table, "version": version,
                 "upserts": upserts, "deletes": deletes}
 
-    def _check_columns(self, entry: TableEntry, rows: list[RowChange]) -> None:
+    def _check_columns(self, entry: TableEntry, rows: Sequence[RowChange]) -> None:
         names = {c["name"] for c in entry.spec["columns"]}
         for row in rows:
             for col in row.columns or row.old_columns:
@@ -508,7 +575,7 @@ class WarehouseApplier:
                         f"that the replicated table does not have ({row.position}); a DDL is missing from the stream"
                     )
 
-    def _infer_table(self, state: State, schema: str, table: str, rows: list[RowChange]) -> TableEntry:
+    def _infer_table(self, state: State, schema: str, table: str, rows: Sequence[RowChange]) -> TableEntry:
         first = next((r for r in rows if r.columns), rows[0])
         spec = spec_from_row(first)
         uid = table_uid(schema, table + "\x00inferred", state.applied_ts)
@@ -535,8 +602,8 @@ class _Job:
     """A segment ready to MERGE: resolved against the catalog on the scheduling thread."""
 
     segment: Segment
-    entry: TableEntry
-    spec: TableSpec
+    entry: TableEntry | None  # None: a row span that turned out empty (nothing to apply)
+    spec: TableSpec | None
     step: int
     recovering: bool  # a crashed run may have committed it: check its txnVersion first
 

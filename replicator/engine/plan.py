@@ -15,12 +15,37 @@ and a re-run skips exactly the segments a crashed run committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from replicator.events import DdlEvent, RowChange
 
 TableName = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class RowSpan:
+    """A table's rows with commit ts in (lo, hi] that stay where they were decoded (on Spark
+    executors, `--reader spark`): the stand-in for a list of rows in a step and its segments. It
+    may turn out empty; whoever holds the rows counts them."""
+
+    lo: int
+    hi: int
+
+
+Rows = list[RowChange] | RowSpan
+"""A step's rows of one table, in (commit ts, arrival) order: in driver memory, or a span of them."""
+
+
+def split_rows(rows: Rows, ts: int) -> tuple[Rows | None, Rows | None]:
+    """`rows` split into those at or before commit ts `ts` and those after (None: certainly none)."""
+    if isinstance(rows, RowSpan):
+        return (RowSpan(rows.lo, min(ts, rows.hi)) if ts > rows.lo else None,
+                RowSpan(max(ts, rows.lo), rows.hi) if ts < rows.hi else None)
+    end = 0
+    while end < len(rows) and rows[end].commit_ts <= ts:
+        end += 1
+    return rows[:end] or None, rows[end:] or None
 
 
 @dataclass(frozen=True)
@@ -60,7 +85,7 @@ class Segment:
     """
 
     table: TableName
-    rows: list[RowChange]
+    rows: Rows
     version: int
     after: int
     before: int | None
@@ -78,22 +103,21 @@ class StepPlan:
         return [s for s in self.segments if s.before == ddl_index]
 
 
-def plan_step(hi: int, rows: dict[TableName, list[RowChange]], ddls: Sequence[DdlEvent],
+def plan_step(hi: int, rows: Mapping[TableName, Rows], ddls: Sequence[DdlEvent],
               scope_of: Callable[[DdlEvent], DdlScope]) -> StepPlan:
     """Split each table's rows (in commit-ts order) at the DDLs whose scope covers it."""
     scopes = tuple(scope_of(d) for d in ddls)
     segments: list[Segment] = []
     for table, table_rows in sorted(rows.items()):
-        barriers = [j for j, sc in enumerate(scopes) if sc.covers(table)]
-        start, after = 0, 0
-        for j in barriers:
-            ts = ddls[j].commit_ts
-            end = start
-            while end < len(table_rows) and table_rows[end].commit_ts <= ts:
-                end += 1
-            if end > start:
-                segments.append(Segment(table, table_rows[start:end], ts, after, j))
-            start, after = end, j + 1
-        if start < len(table_rows):
-            segments.append(Segment(table, table_rows[start:], hi, after, None))
+        rest: Rows | None = table_rows
+        after = 0
+        for j in (j for j, sc in enumerate(scopes) if sc.covers(table)):
+            if rest is None:
+                break
+            before, rest = split_rows(rest, ddls[j].commit_ts)
+            if before is not None:
+                segments.append(Segment(table, before, ddls[j].commit_ts, after, j))
+            after = j + 1
+        if rest is not None:
+            segments.append(Segment(table, rest, hi, after, None))
     return StepPlan(hi, tuple(ddls), scopes, tuple(segments))

@@ -14,11 +14,11 @@ Semantics (the ordering TiCDC guarantees; README "How it works"):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from replicator.engine.plan import EVERYTHING, DdlScope
+from replicator.engine.plan import EVERYTHING, DdlScope, Rows
 from replicator.engine.progress import Cursor, Progress
 from replicator.errors import SchemaError
 from replicator.events import Column, DdlEvent, Event, Op, Resolved, RowChange, Value
@@ -60,12 +60,13 @@ class Step:
     """
 
     hi: int
-    rows: dict[TableName, list[RowChange]]
+    rows: Mapping[TableName, Rows]
     ddls: tuple[DdlEvent, ...] = ()
 
     @property
     def count(self) -> int:
-        return sum(len(v) for v in self.rows.values())
+        """Rows held in memory (a span's rows are counted where they are)."""
+        return sum(len(v) for v in self.rows.values() if isinstance(v, list))
 
 
 @dataclass
@@ -213,16 +214,27 @@ class Windower:
             ddls.append(d.ddl)
             if d.scope.rerunnable:
                 continue
-            after = [b.row.commit_ts for table, buf in self._rows.items() if d.scope.covers(table)
-                     for b in buf if ts < b.row.commit_ts <= hi]
-            if after:
-                hi = min(after) - 1
+            after = self._first_row_after(d.scope, ts, hi)
+            if after is not None:
+                hi = after - 1
         if hi <= self.applied_ts and not ddls:
             return None
         return Step(hi, self._batch(hi), tuple(ddls))
 
-    def _batch(self, hi: int) -> dict[TableName, list[RowChange]]:
-        rows: dict[TableName, list[RowChange]] = {}
+    def _first_row_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
+        """The lowest commit ts in (ts, hi] of a buffered row of a table in `scope` (None: none)."""
+        after = [b.row.commit_ts for table, buf in self._rows.items() if scope.covers(table)
+                 for b in buf if ts < b.row.commit_ts <= hi]
+        return min(after) if after else None
+
+    def _row_restart_points(self) -> Iterable[tuple[int, int, int]]:
+        """(partition, offset, watermark before it) of every buffered row."""
+        for buf in self._rows.values():
+            for b in buf:
+                yield b.partition, b.offset, b.wm_before
+
+    def _batch(self, hi: int) -> dict[TableName, Rows]:
+        rows: dict[TableName, Rows] = {}
         for table, buf in self._rows.items():
             sel = [b for b in buf if b.row.commit_ts <= hi]
             if sel:
@@ -270,9 +282,8 @@ class Windower:
             if cur is None or off < cur[0]:
                 best[p] = (off, wm)
 
-        for buf in self._rows.values():
-            for b in buf:
-                consider(b.partition, b.offset, b.wm_before)
+        for p, off, wm in self._row_restart_points():
+            consider(p, off, wm)
         for pending in self._ddls.values():
             for p, (off, wm) in pending.copies.items():
                 consider(p, off, wm)
@@ -309,7 +320,7 @@ def _missing_key(row: RowChange, name: str) -> SchemaError:
     )
 
 
-def _key_of(image: Sequence[Column], key: Sequence[str], row: RowChange) -> tuple[Any, ...]:
+def key_of(image: Sequence[Column], key: Sequence[str], row: RowChange) -> tuple[Any, ...]:
     values: dict[str, Value] = {c.name: c.value for c in image}
     try:
         return tuple([values[k] for k in key])
@@ -330,7 +341,7 @@ def collapse(rows: Sequence[RowChange], key: Sequence[str]) -> list[Change]:
         op = row.op
         if op is Op.DELETE:
             image = row.old_columns or row.columns
-            k = _key_of(image, key, row)
+            k = key_of(image, key, row)
             net[k] = Change(k, True, None)
             continue
         values: dict[str, Value] = {c.name: c.value for c in row.columns}

@@ -1,0 +1,225 @@
+"""`--reader spark`: the control loop over batches whose rows stay on Spark executors.
+
+Each batch reads every partition from its restart cursor to the end offset of now, as a rerun
+after a crash would: so a batch needs nothing from the one before but the warehouse's progress,
+and exactly once rests on the same argument as for the driver reader (engine/loop.py). The
+driver gets a batch's resolved events, DDLs and dead letters and per-table aggregates; the rows'
+fates on arrival (replay, already applied) were decided on the executors with the same rules as
+`Windower.offer`. `BatchWindower` is the driver reader's `Windower` with its row buffer replaced
+by a `RowIndex` over the executors' rows, so steps, DDL barriers and restart cursors are decided
+by the same code.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from replicator.engine.loop import Applier, ControlLoop, LoopOptions
+from replicator.engine.plan import DdlScope, Rows, RowSpan, TableName
+from replicator.engine.progress import Progress
+from replicator.engine.window import Windower, WindowStats
+from replicator.errors import DecodeError
+from replicator.events import DdlEvent, Event
+from replicator.sources.kafka import Record
+
+if TYPE_CHECKING:
+    from replicator.codec.values import InvalidText
+    from replicator.sources.kafka import KafkaSource
+    from replicator.sources.spark_reader import SparkBatch
+
+log = logging.getLogger("replicator")
+
+
+class RowIndex(Protocol):
+    """What the windower asks about rows it does not hold."""
+
+    def first_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
+        """The lowest commit ts in (ts, hi] of a row of a table in `scope`; None: no such row."""
+
+    def tables_in(self, lo: int, hi: int) -> list[TableName]:
+        """Tables that may have rows with commit ts in (lo, hi] (a superset is fine)."""
+
+    def restart_points(self, above: int) -> Iterable[tuple[int, int, int]]:
+        """(partition, offset, watermark before it) of the oldest row with commit ts > above, per partition."""
+
+
+class NoRows:
+    """The index of a batch without rows."""
+
+    def first_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
+        return None
+
+    def tables_in(self, lo: int, hi: int) -> list[TableName]:
+        return []
+
+    def restart_points(self, above: int) -> Iterable[tuple[int, int, int]]:
+        return []
+
+
+class BatchWindower(Windower):
+    """A `Windower` fed only the resolved and DDL events of a batch; its rows are in `index`."""
+
+    def __init__(self, partitions: Sequence[int], progress: Progress, scope_of: Callable[[DdlEvent], DdlScope],
+                 index: RowIndex, stats: WindowStats) -> None:
+        super().__init__(partitions, progress, scope_of=scope_of)
+        self.index = index
+        self.stats = stats
+
+    def read_to(self, partition: int, next_offset: int) -> None:
+        """Everything of `partition` before `next_offset` was read (rows included)."""
+        self._next_offset[partition] = next_offset
+
+    def _first_row_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
+        return self.index.first_after(scope, ts, hi)
+
+    def _row_restart_points(self) -> Iterable[tuple[int, int, int]]:
+        return self.index.restart_points(self.applied_ts)
+
+    def _batch(self, hi: int) -> dict[TableName, Rows]:
+        lo = self.applied_ts
+        return {t: RowSpan(lo, hi) for t in self.index.tables_in(lo, hi)}
+
+
+class _BatchSource:
+    """The control loop's view of the Kafka source in batch mode: every batch reads to the end
+    offsets it was given, so it is caught up once read; partitions found while applying are read
+    from their start by the next batch."""
+
+    def __init__(self, kafka: KafkaSource) -> None:
+        self.kafka = kafka
+        self.name = kafka.name
+        self.added: list[int] = []
+
+    def partitions(self) -> list[int]:
+        return self.kafka.partitions()
+
+    def start(self, positions: Mapping[int, int | None]) -> None:
+        self.kafka.start(positions)
+
+    def poll(self) -> list[Record]:
+        return []
+
+    def caught_up(self) -> bool:
+        return True
+
+    def fresh_partitions(self) -> list[int] | None:
+        return self.kafka.fresh_partitions()
+
+    def add_partitions(self, new: Sequence[int]) -> bool:
+        self.added.extend(new)
+        return True
+
+    def commit(self, offsets: Mapping[int, int]) -> None:
+        self.kafka.commit(offsets)
+
+    def lag(self) -> int | None:
+        return self.kafka.lag()
+
+    def close(self) -> None:
+        self.kafka.close()
+
+
+def _no_decode(rec: Record) -> list[Event]:
+    raise AssertionError("the Spark reader decodes on the executors")
+
+
+class BatchLoop(ControlLoop):
+    """Runs batches until caught up (one batch, plus one per partition found meanwhile), a stop
+    request (follow mode: a batch per flush interval with new records) or a failure."""
+
+    def __init__(self, kafka: KafkaSource, applier: Applier, progress: Progress, options: LoopOptions, *,
+                 read: Callable[[Mapping[int, tuple[int, int]], Mapping[int, int], int], SparkBatch],
+                 scope_of: Callable[[DdlEvent], DdlScope], invalid_text: InvalidText,
+                 on_tick: Callable[[], None] | None = None) -> None:
+        self.stats = WindowStats()
+        self.scope_of = scope_of
+        self._source = _BatchSource(kafka)
+        self._read = read
+        self._invalid_text = invalid_text
+        partitions = list(progress.cursors)
+        super().__init__(self._source, _no_decode, applier,
+                         BatchWindower(partitions, progress, scope_of, NoRows(), self.stats), options,
+                         on_tick=on_tick)
+
+    def run(self) -> None:
+        opts = self.options
+        last_end: dict[int, int] | None = None
+        while True:
+            started = time.monotonic()
+            kafka = self._source.kafka
+            partitions = sorted(set(kafka.partitions()) | set(self.progress.cursors) | set(self._source.added))
+            self._source.added = []
+            cursors = self.progress.cursors
+            kafka.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
+            ends = kafka.end_offsets_at_start()
+            fresh = [p for p in partitions if p not in cursors]
+            begins = kafka.earliest_offsets(fresh) if fresh else {}
+            starts = {p: (cursors[p].offset if p in cursors else begins[p]) for p in partitions}
+            if opts.until_caught_up or ends != last_end:
+                self._batch(partitions, starts, ends)
+            last_end = ends
+            self.on_tick()
+            if self._stop or (opts.until_caught_up and not self._source.added):
+                return
+            wait = opts.flush_interval_s - (time.monotonic() - started)
+            while wait > 0 and not self._stop:
+                time.sleep(min(wait, 0.2))
+                wait -= 0.2
+
+    def _batch(self, partitions: list[int], starts: Mapping[int, int], ends: Mapping[int, int]) -> None:
+        ranges = {p: (starts[p], ends[p]) for p in partitions if starts[p] < ends.get(p, 0)}
+        windower = BatchWindower(partitions, self.progress, self.scope_of, NoRows(), self.stats)
+        self.windower = windower
+        for p in partitions:
+            windower.read_to(p, starts[p])
+        if not ranges:
+            self.apply_ready()
+            return
+        cursors = self.progress.cursors
+        batch = self._read(ranges, {p: cursors[p].watermark for p in ranges if p in cursors}, self.progress.applied_ts)
+        failure: DecodeError | None = None
+        try:
+            control = batch.control()
+            self.counts.records += control.records
+            self.counts.events += control.decoded
+            for key, n in control.invalid_text.items():
+                self._invalid_text.add(*key)
+                self._invalid_text.counts[key] += n - 1
+            cut: dict[int, int] = {}
+            for rec, reason in sorted(control.dead, key=lambda d: (d[0].partition, d[0].offset)):
+                if rec.partition in cut:
+                    continue  # past the cut: read again by the rerun
+                self._dead.append((rec, reason))
+                self.counts.dead_letters += 1
+                if self.options.on_error == "skip":
+                    log.warning("dead-lettered topic %r partition %d offset %d: %s", rec.topic, rec.partition,
+                                rec.offset, reason)
+                    continue
+                cut[rec.partition] = rec.offset
+                if failure is None:
+                    failure = DecodeError(reason.split(": ", 1)[-1])
+                    failure.at(f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}")
+            batch.cut = cut
+            for p, records in control.events.items():
+                for offset, events in records:
+                    if offset < cut.get(p, offset + 1):
+                        windower.offer(p, offset, events)
+            batch.aggregate()
+            kept = batch.drops.get(0, 0)
+            self.stats.rows += sum(batch.drops.values())
+            self.stats.replays_dropped += batch.drops.get(1, 0)
+            self.stats.already_applied += batch.drops.get(2, 0)
+            for p, (_, end) in ranges.items():
+                windower.read_to(p, cut.get(p, end))
+            windower.index = batch
+            log.debug("batch: %d records, %d rows buffered, watermark %d", control.records, kept, windower.watermark)
+            self.apply_ready()
+        finally:
+            batch.close()
+        if failure is not None:
+            self.counts.error = str(failure)
+            raise failure
+

@@ -1,0 +1,227 @@
+"""What `--reader spark` runs on Spark executors: pure functions over Arrow record batches.
+
+`decode_batches` turns the Kafka records of one task (Spark's Kafka batch source gives each task
+one Kafka partition's offset range, in offset order) into one event per output row: row changes,
+resolved events, DDLs, dead letters and the task's counts (records, events, invalid text). Each row change already
+carries what the driver reader's windower decides on arrival: the partition watermark before its
+message and whether it is a replay or already applied. `change_batches` turns a table's row
+changes into the positional MERGE source of `replicator.delta.merge` (`_c<i>`, `_op`) plus the
+order columns the last change per key is chosen by.
+
+No Spark, no Kafka here (only pyarrow and the codecs), so everything is unit-tested without a
+JVM; `replicator.sources.spark_reader` is the Spark side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from replicator.codec import codec_for
+from replicator.codec.values import DecodeOptions, InvalidText
+from replicator.delta.typemap import TableSpec, converter_for
+from replicator.engine.window import key_of
+from replicator.errors import DecodeError, ReplicatorError, SchemaError, UnsupportedError
+from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
+
+ROW, RESOLVED, DDL, DEAD, STATS = 0, 1, 2, 3, 4
+"""Event kinds (`kind` column)."""
+KEEP, REPLAY, APPLIED = 0, 1, 2
+"""A row change's fate on arrival (`drop` column): buffered, a replay, already applied."""
+
+EVENTS_SCHEMA = pa.schema([
+    ("partition", pa.int32()), ("offset", pa.int64()), ("idx", pa.int32()), ("kind", pa.int8()),
+    ("ts", pa.int64()), ("wm_before", pa.int64()), ("drop", pa.int8()),
+    ("schema", pa.string()), ("table", pa.string()), ("payload", pa.binary()),
+])
+"""One decoded event per row; `ts` is a row's or DDL's commit ts or a resolved ts."""
+EVENTS_DDL = ("`partition` INT, `offset` BIGINT, idx INT, kind TINYINT, ts BIGINT, wm_before BIGINT, "
+              "`drop` TINYINT, `schema` STRING, `table` STRING, payload BINARY")
+
+ORDER_COLUMNS = ("_ts", "_p", "_o", "_i", "_sub")
+"""Order of a table's changes: commit ts, then position (partition, offset, index in the message),
+then an update's delete of its old key before its new image."""
+
+_BATCH_ROWS = 4096
+
+
+def check_row(ev: RowChange) -> None:
+    """Refuse a row TiCDC sent without its full image (large-message handling): both readers."""
+    if ev.only_handle_key or ev.claim_check:
+        what = "claim-check location " + repr(ev.claim_check) if ev.claim_check else "only handle-key columns"
+        raise UnsupportedError(
+            f"row of {ev.schema}.{ev.table} carries {what} (TiCDC large-message handling); "
+            "the full row is not in the message, so it cannot be replicated: disable "
+            "large-message-handle-option upstream or raise max-message-bytes"
+        )
+
+
+def _columns(cols: tuple[Column, ...]) -> tuple[tuple[str, int, int, Any], ...]:
+    return tuple((c.name, c.type_code, c.flags, c.value) for c in cols)
+
+
+def row_payload(ev: RowChange) -> bytes:
+    """A row change without what its event row already holds (commit ts, names, position), as
+    plain tuples: five times faster to pickle and unpickle than the dataclasses."""
+    return pickle.dumps((ev.op.value, _columns(ev.columns), _columns(ev.old_columns), ev.partition_id, ev.row_id),
+                        protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def row_from_payload(payload: bytes, *, commit_ts: int, schema: str, table: str, position: Position) -> RowChange:
+    op, cols, old, partition_id, row_id = pickle.loads(payload)
+    return RowChange(commit_ts, schema, table, Op(op), tuple(Column(*c) for c in cols),
+                     tuple(Column(*c) for c in old), partition_id, row_id, position=position)
+
+
+class _EventRows:
+    """Column lists of EVENTS_SCHEMA, flushed as record batches."""
+
+    def __init__(self) -> None:
+        self.cols: list[list[Any]] = [[] for _ in EVENTS_SCHEMA]
+
+    def add(self, *values: Any) -> None:
+        for col, v in zip(self.cols, values, strict=True):
+            col.append(v)
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def flush(self) -> pa.RecordBatch:
+        batch = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(self.cols, EVENTS_SCHEMA,
+                                                                                    strict=True)],
+                                           schema=EVENTS_SCHEMA)
+        self.cols = [[] for _ in EVENTS_SCHEMA]
+        return batch
+
+
+def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options: DecodeOptions,
+                   watermarks: Mapping[int, int], applied_ts: int) -> Iterator[pa.RecordBatch]:
+    """Decode Kafka records (`topic`, `partition`, `offset`, `timestamp`, `key`, `value`), each
+    partition's in offset order, into EVENTS_SCHEMA batches.
+
+    `watermarks`: each partition's watermark before its first record (its restart cursor's);
+    `applied_ts`: the warehouse's applied watermark. A message that does not decode becomes one
+    DEAD event (its record and the error, pickled); the partition's watermark goes on as if it
+    was skipped, and the driver cuts the partition there when the run stops on errors.
+    """
+    codec = codec_for(protocol)
+    invalid = InvalidText()
+    opts = dataclasses.replace(options, invalid_text=invalid)
+    wm = dict(watermarks)
+    last: dict[int, int] = {}
+    records = decoded = 0
+    out = _EventRows()
+    for batch in batches:
+        cols = batch.to_pydict()
+        for topic, p, o, stamp, key, value in zip(cols["topic"], cols["partition"], cols["offset"], cols["timestamp"],
+                                                  cols["key"], cols["value"], strict=True):
+            if o <= last.get(p, -1):
+                raise ReplicatorError(f"topic {topic!r} partition {p}: offset {o} read after {last[p]}; the Spark "
+                                      "reader needs each partition's records in offset order in one task")
+            last[p] = o
+            records += 1
+            pos = Position(topic, p, o)
+            before = wm.get(p, 0)
+            try:
+                events = codec.decode(key, value, options=opts, position=pos)
+                for ev in events:
+                    if isinstance(ev, RowChange):
+                        check_row(ev)
+            except (DecodeError, UnsupportedError) as exc:
+                millis = int(stamp.timestamp() * 1000) if stamp is not None else -1
+                reason = f"{type(exc).__name__}: {exc}"
+                out.add(p, o, 0, DEAD, 0, before, KEEP, None, None, pickle.dumps((millis, key, value, reason)))
+                continue
+            decoded += len(events)
+            for i, ev in enumerate(events):
+                if isinstance(ev, RowChange):
+                    ts = ev.commit_ts
+                    drop = REPLAY if ts <= wm.get(p, 0) else APPLIED if ts <= applied_ts else KEEP
+                    out.add(p, o, i, ROW, ts, before, drop, ev.schema, ev.table, row_payload(ev))
+                elif isinstance(ev, Resolved):
+                    wm[p] = max(wm.get(p, 0), ev.ts)
+                    out.add(p, o, i, RESOLVED, ev.ts, before, KEEP, None, None, None)
+                elif isinstance(ev, DdlEvent):
+                    out.add(p, o, i, DDL, ev.commit_ts, before, KEEP, ev.schema, ev.table,
+                            pickle.dumps(dataclasses.replace(ev, position=pos)))
+            if len(out) >= _BATCH_ROWS:
+                yield out.flush()
+    out.add(-1, -1, 0, STATS, 0, 0, KEEP, None, None,
+            pickle.dumps({"records": records, "events": decoded, "invalid": invalid.counts}))
+    if len(out):
+        yield out.flush()
+
+
+def change_schema(spec: TableSpec) -> pa.Schema:
+    """`_c<i>` per table column (typed as the table's), `_op` (0 upsert, 1 delete), ORDER_COLUMNS."""
+    from replicator.delta.merge import arrow_type
+
+    fields = [pa.field(f"_c{i}", arrow_type(c.spark_type)) for i, c in enumerate(spec.columns)]
+    fields += [pa.field("_op", pa.int8()), pa.field("_ts", pa.int64()), pa.field("_p", pa.int32()),
+               pa.field("_o", pa.int64()), pa.field("_i", pa.int32()), pa.field("_sub", pa.int8())]
+    return pa.schema(fields)
+
+
+def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: TableSpec) -> Iterator[pa.RecordBatch]:
+    """A table's row changes (`ts`, `partition`, `offset`, `idx`, `payload`) as key changes, as the
+    driver reader's `collapse` sees them: a delete of a key, an upsert of a full image, and for an
+    update that changed the key, a delete of the old key first. The last change per key is
+    chosen afterwards (by ORDER_COLUMNS); raises SchemaError for a row with a column the table does
+    not have or without its key, naming the row's position."""
+    schema = change_schema(spec)
+    names = {c.name for c in spec.columns}
+    key = tuple(spec.key)
+    key_index = {k: i for i, k in enumerate(key)}
+    convs = [converter_for(c) for c in spec.columns]
+    for batch in batches:
+        d = batch.to_pydict()
+        images: list[dict[str, Any] | None] = []
+        keys: list[tuple[Any, ...]] = []
+        order: list[tuple[int, int, int, int, int]] = []
+        for ts, p, o, i, payload in zip(d["ts"], d["partition"], d["offset"], d["idx"], d["payload"], strict=True):
+            row = row_from_payload(payload, commit_ts=ts, schema=spec.schema, table=spec.table,
+                                   position=Position(topic, p, o))
+            for col in row.columns or row.old_columns:
+                if col.name not in names:
+                    raise SchemaError(
+                        f"row of {row.schema}.{row.table} at commit ts {ts} has column {col.name!r} that the "
+                        f"replicated table does not have ({row.position}); a DDL is missing from the stream")
+            if row.op is Op.DELETE:
+                keys.append(key_of(row.old_columns or row.columns, key, row))
+                images.append(None)
+                order.append((ts, p, o, i, 1))
+                continue
+            values = {c.name: c.value for c in row.columns}
+            new_key = key_of(row.columns, key, row)
+            if row.op is Op.UPDATE and row.old_columns:
+                old = {c.name: c.value for c in row.old_columns}
+                if all(k in old for k in key):
+                    old_key = tuple(old[k] for k in key)
+                    if old_key != new_key:
+                        keys.append(old_key)
+                        images.append(None)
+                        order.append((ts, p, o, i, 0))
+            keys.append(new_key)
+            images.append(values)
+            order.append((ts, p, o, i, 1))
+        arrays: list[pa.Array] = []
+        for ci, spec_col in enumerate(spec.columns):
+            conv, ki = convs[ci], key_index.get(spec_col.name)
+            values_ = [conv(img.get(spec_col.name)) if img is not None else (conv(k[ki]) if ki is not None else None)
+                       for img, k in zip(images, keys, strict=True)]
+            try:
+                arrays.append(pa.array(values_, type=schema.field(ci).type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                offsets = sorted({(p, o) for _, p, o, _, _ in order})
+                raise SchemaError(
+                    f"column {spec.schema}.{spec.table}.{spec_col.name}: value does not fit "
+                    f"{spec_col.spark_type}: {exc}; "
+                    f"the rows came from topic {topic!r} partition/offset {offsets[0]}..{offsets[-1]}") from None
+        arrays.append(pa.array([1 if img is None else 0 for img in images], type=pa.int8()))
+        for j, t in enumerate((pa.int64(), pa.int32(), pa.int64(), pa.int32(), pa.int8())):
+            arrays.append(pa.array([x[j] for x in order], type=t))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
