@@ -189,7 +189,7 @@ class BatchLoop(ControlLoop):
                 self._invalid_text.add(*key)
                 self._invalid_text.counts[key] += n - 1
             cut: dict[int, int] = {}
-            for rec, reason in sorted(control.dead, key=lambda d: (d[0].partition, d[0].offset)):
+            for rec, reason, stop_text in sorted(control.dead, key=lambda d: (d[0].partition, d[0].offset)):
                 if rec.partition in cut:
                     continue  # past the cut: read again by the rerun
                 self._dead.append((rec, reason))
@@ -200,8 +200,7 @@ class BatchLoop(ControlLoop):
                     continue
                 cut[rec.partition] = rec.offset
                 if failure is None:
-                    failure = DecodeError(reason.split(": ", 1)[-1])
-                    failure.at(f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}")
+                    failure = DecodeError(stop_text)
             batch.cut = cut
             for p, records in control.events.items():
                 for offset, events in records:

@@ -23,10 +23,12 @@ import pyarrow as pa
 
 from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions, InvalidText
+from replicator.engine.loop import where
 from replicator.delta.typemap import TableSpec, converter_for
 from replicator.engine.window import key_of
 from replicator.errors import DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
+from replicator.sources.kafka import Record
 
 ROW, RESOLVED, DDL, DEAD, STATS = 0, 1, 2, 3, 4
 """Event kinds (`kind` column)."""
@@ -105,7 +107,7 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
 
     `watermarks`: each partition's watermark before its first record (its restart cursor's);
     `applied_ts`: the warehouse's applied watermark. A message that does not decode becomes one
-    DEAD event (its record and the error, pickled); the partition's watermark goes on as if it
+    DEAD event (its record, the dead letter's error text and the stopped run's, pickled); the partition's watermark goes on as if it
     was skipped, and the driver cuts the partition there when the run stops on errors.
     """
     codec = codec_for(protocol)
@@ -133,8 +135,12 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
                         check_row(ev)
             except (DecodeError, UnsupportedError) as exc:
                 millis = int(stamp.timestamp() * 1000) if stamp is not None else -1
-                reason = f"{type(exc).__name__}: {exc}"
-                out.add(p, o, 0, DEAD, 0, before, KEEP, None, None, pickle.dumps((millis, key, value, reason)))
+                reason = f"{type(exc).__name__}: {exc}"  # what the dead-letter table says, as the driver reader
+                failure = exc if isinstance(exc, DecodeError) else DecodeError(str(exc))
+                if failure.position is None:  # what a run stopped by it says, as the driver reader
+                    failure.at(where(Record(topic, p, o, millis, key, value)))
+                out.add(p, o, 0, DEAD, 0, before, KEEP, None, None,
+                        pickle.dumps((millis, key, value, reason, str(failure))))
                 continue
             decoded += len(events)
             for i, ev in enumerate(events):

@@ -68,7 +68,7 @@ class BatchControl:
     (offset order), its dead letters, and the executors' counts."""
 
     events: dict[int, list[tuple[int, list[Event]]]] = field(default_factory=dict)
-    dead: list[tuple[Record, str]] = field(default_factory=list)
+    dead: list[tuple[Record, str, str]] = field(default_factory=list)  # record, dead-letter error, stop error
     records: int = 0
     decoded: int = 0
     invalid_text: dict[tuple[str, str, str], int] = field(default_factory=dict)
@@ -110,8 +110,8 @@ class SparkBatch:
                 for key, n in stats["invalid"].items():
                     out.invalid_text[key] = out.invalid_text.get(key, 0) + n
             elif kind == ex.DEAD:
-                millis, key, value, reason = pickle.loads(r["payload"])
-                out.dead.append((Record(self.topic, p, o, millis, key, value), reason))
+                millis, key, value, reason, failure = pickle.loads(r["payload"])
+                out.dead.append((Record(self.topic, p, o, millis, key, value), reason, failure))
             elif kind == ex.RESOLVED:
                 event: Event = Resolved(r["ts"], Position(self.topic, p, o))
                 grouped.setdefault(p, {}).setdefault(o, []).append((r["idx"], event))

@@ -61,3 +61,56 @@ def test_spark_reader_equals_driver_reader(kafka_bootstrap: str, spark: Any, tmp
     assert (b.records, b.rows, b.replays_dropped, b.already_applied, b.watermark) == (
         a.records, a.rows, a.replays_dropped, a.already_applied, a.watermark)
     assert b.replays_dropped > 0 and b.ddl_applied == a.ddl_applied > 0
+
+
+def _with_garbage(msgs: list[tuple[int, bytes | None, bytes]], protocol: str) -> list[tuple[int, bytes | None, bytes]]:
+    """One undecodable message a third into partition 0."""
+    at = [i for i, m in enumerate(msgs) if m[0] == 0][len(msgs) // 3]
+    key = b"\x00" * 8 if protocol == "open" else None  # Open Protocol: a key of an impossible batch
+    return [*msgs[:at], (0, key, GARBAGE), *msgs[at:]]
+
+
+@pytest.mark.parametrize("protocol", ["open", "craft"])
+def test_a_bad_message_under_stop_then_skip(kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str) -> None:
+    sim = Simulation(SimConfig(protocol=protocol, seed=41, events=900, partitions=1, tables=3,  # type: ignore[arg-type]
+                               ddl="auto"))
+    topic = new_topic(kafka_bootstrap, 1)
+    produce(kafka_bootstrap, topic, _with_garbage(list(sim.messages()), protocol))
+    driver, on_spark = tmp_path / "driver", tmp_path / "spark"
+    errors = []
+    for wh, reader in ((driver, "driver"), (on_spark, "spark")):
+        with pytest.raises(DecodeError) as caught:
+            run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, reader=reader)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and f"topic {topic!r} partition 0 offset" in errors[0]
+    assert _progress(on_spark) == _progress(driver)
+    assert _dead(spark, on_spark) == _dead(spark, driver) and len(_dead(spark, driver)) == 1
+    stopped = _progress(driver)["applied_ts"]
+    assert 0 < stopped < sim.expected.watermark
+    for wh, reader in ((driver, "driver"), (on_spark, "spark")):
+        run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, reader=reader, on_error="skip")
+        assert check_warehouse(spark, wh, sim.expected) == []
+    assert _progress(on_spark) == _progress(driver)
+    assert _dead(spark, on_spark) == _dead(spark, driver) and len(_dead(spark, driver)) == 1
+
+
+def test_switching_readers_mid_stream_continues_exactly(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    sim, msgs = _sim("craft", seed=51)
+    topic = new_topic(kafka_bootstrap, 3)
+    third = len(msgs) // 3
+    reference = tmp_path / "reference"
+    both = tmp_path / "both"
+    produce(kafka_bootstrap, topic, msgs[:third])
+    run_engine(kafka_bootstrap, topic, both, spark, protocol="craft", reader="driver")
+    produce(kafka_bootstrap, topic, msgs[third:2 * third])
+    run_engine(kafka_bootstrap, topic, both, spark, protocol="craft", reader="spark")
+    produce(kafka_bootstrap, topic, msgs[2 * third:])
+    run_engine(kafka_bootstrap, topic, both, spark, protocol="craft", reader="driver")
+    run_engine(kafka_bootstrap, topic, reference, spark, protocol="craft")
+    assert check_warehouse(spark, both, sim.expected) == []
+    assert _progress(both) == _progress(reference)
+    # A replay from the earliest offsets with the Spark reader re-applies nothing twice.
+    summary = run_engine(kafka_bootstrap, topic, both, spark, protocol="craft", reader="spark", start="earliest")
+    assert summary.already_applied > 0
+    assert check_warehouse(spark, both, sim.expected) == []
+    assert _progress(both) == _progress(reference)
