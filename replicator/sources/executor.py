@@ -23,8 +23,8 @@ import pyarrow as pa
 
 from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions, InvalidText
-from replicator.engine.loop import where
 from replicator.delta.typemap import TableSpec, converter_for
+from replicator.engine.loop import where
 from replicator.engine.window import key_of
 from replicator.errors import DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
@@ -107,8 +107,9 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
 
     `watermarks`: each partition's watermark before its first record (its restart cursor's);
     `applied_ts`: the warehouse's applied watermark. A message that does not decode becomes one
-    DEAD event (its record, the dead letter's error text and the stopped run's, pickled); the partition's watermark goes on as if it
-    was skipped, and the driver cuts the partition there when the run stops on errors.
+    DEAD event (its record, the dead letter's error text and a stopped run's, pickled); the
+    partition's watermark goes on as if it was skipped, and the driver cuts the partition there
+    when the run stops on errors.
     """
     codec = codec_for(protocol)
     invalid = InvalidText()
