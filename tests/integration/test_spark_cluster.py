@@ -66,3 +66,32 @@ def test_replicator_runs_on_the_cluster(cluster: ClusterHandle, kafka_bootstrap:
     assert any(a["name"] == "replicator" for a in apps), apps
     # Each worker starts the application's executor in a directory of its own work dir.
     assert any((cluster.state_dir / f"work-{i}").glob("app-*/*/stderr") for i in range(2))
+
+
+def test_spark_reader_on_the_cluster_equals_the_driver_reader(cluster: ClusterHandle, kafka_bootstrap: str,
+                                                              spark: Any, tmp_path: Path) -> None:
+    """`--reader spark` with the records read and decoded by the workers' executors: the same
+    tables and progress as the driver reader in this process, both as the simulator says."""
+    from replicator.sim.simcheck import check_warehouse
+    from replicator.sim.simulate import SimConfig, Simulation
+    from tests.integration.helpers import run_engine
+    from tests.integration.test_spark_reader import _progress
+
+    sim = Simulation(SimConfig(protocol="craft", seed=61, events=1200, partitions=2, tables=3, ddl="auto"))
+    topic = new_topic(kafka_bootstrap, 2)
+    produce(kafka_bootstrap, topic, list(sim.messages()))
+    on_cluster, driver = tmp_path / "cluster", tmp_path / "driver"
+    log = tmp_path / "run.log"
+    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+           "--protocol", "craft", "--warehouse", str(on_cluster), "--until-caught-up", "--reader", "spark"]
+    with log.open("wb") as err:
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, timeout=600,
+                              env=cli_env(REPLICATOR_SPARK_MASTER=cluster.master_url))
+    assert done.returncode == 0, tail(log)
+    run_engine(kafka_bootstrap, topic, driver, spark, protocol="craft")
+    assert check_warehouse(spark, on_cluster, sim.expected) == []
+    assert _progress(on_cluster) == _progress(driver)
+    # The run's application had an executor on each worker (its newest app directory in each work dir).
+    for i in range(2):
+        apps = sorted((cluster.state_dir / f"work-{i}").glob("app-*"), key=lambda p: p.stat().st_mtime)
+        assert apps and list(apps[-1].glob("*/stderr")), f"worker {i} ran no executor"

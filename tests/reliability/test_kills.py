@@ -141,3 +141,42 @@ def test_crash_inside_create_table_leaves_no_phantom_table(kafka_bootstrap: str,
     assert summary.watermark == stream.final_ts and summary.dead_letters == 1
     assert {e.path for e in wh.load_state().live_tables()} == {str(p) for p in leftovers[1:]}
     assert_model_state(spark, wh.root, stream.expected, "after crashes inside CREATE TABLE")
+
+
+def test_sigkill_at_random_instants_with_the_spark_reader(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    """`--reader spark`: a run killed at random instants (decoding on the executors, a MERGE from a
+    distributed change set, between tables, between data and progress) and started again reads
+    its batch again from the restart cursors and ends exactly as the model says."""
+    kills = size(3, 12)
+    sim, msgs = _simulated("craft", seed=37, events=size(2000, 9000))
+    records, garbage_offset = _with_garbage(msgs, "craft")
+    topic = new_topic(kafka_bootstrap, 3, prefix="rel-kills-spark")
+    produce(kafka_bootstrap, topic, records)
+    wh, log = tmp_path / "wh", tmp_path / "runs.log"
+    args = ("--reader", "spark", "--on-error", "skip")
+    # Named instants first: a table's MERGE committed with the step's others and its progress not,
+    # and the JVM dying inside a MERGE from the executors' change set.
+    for fault in ("after_dead_letters:1", "after_merge:2", "mid_merge:2:0.3", "before_progress:1"):
+        proc = start_run(kafka_bootstrap, topic, wh, "craft", *args, fault=fault, log=log)
+        assert proc.wait(timeout=900) in (-9, 137), f"{fault}: the run was not crashed there:\n{tail(log)}"
+        assert f"injected fault {fault.split(':')[0]}" in tail(log, 5), tail(log)
+    rnd = random.Random(4321)
+    landed: Counter[str] = Counter()
+    for _ in range(kills):
+        before = steps_done(wh)
+        proc = start_run(kafka_bootstrap, topic, wh, "craft", *args, log=log)
+        wait_for("the run to apply a step", lambda: proc.poll() is not None or steps_done(wh) > before,  # noqa: B023
+                 timeout=600)
+        time.sleep(rnd.uniform(0.0, 2.0))
+        if proc.poll() is not None:
+            assert proc.returncode == 0, tail(log)
+            break
+        kill_group(proc)
+        landed["tables ahead of progress" if _tables_ahead_of_progress(spark, wh) else "at a step boundary"] += 1
+    print(f"\nkills: {dict(landed)}")
+    final = start_run(kafka_bootstrap, topic, wh, "craft", *args, log=log)
+    assert final.wait(timeout=1200) == 0, tail(log)
+    assert check_warehouse(spark, wh, sim.expected) == []
+    assert sum(landed.values()) >= 2, f"only {dict(landed)} of {kills} kills landed"
+    dead = read_dead_letters(spark, Warehouse(wh))
+    assert [(d["partition"], d["offset"], d["value"]) for d in dead] == [(0, garbage_offset, GARBAGE)]
