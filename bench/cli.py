@@ -65,6 +65,8 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--follower-tables", type=int, default=10, help="tables of the follower's input (default 10)")
     p.add_argument("--table-features", choices=PROFILES, default=None,
                    help="profile of the replicator's tables in the end-to-end runs (sets REPLICATOR_TABLE_FEATURES)")
+    p.add_argument("--reader-sizes", default=None,
+                   help="row changes per topic of the reader section (default 250000,1000000; --quick 20000,60000)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
@@ -92,6 +94,10 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
         cfg.tables_counts = (10, 40)
     cfg.tables_events = a.tables_events or (10_000 if a.quick else 100_000)
     cfg.follower_seconds = a.follower_seconds or (25.0 if a.quick else 180.0)
+    if a.reader_sizes:
+        cfg.reader_sizes = tuple(int(x) for x in a.reader_sizes.split(","))
+    elif a.quick:
+        cfg.reader_sizes = (20_000, 60_000)
     if a.scale_sizes:
         cfg.scale_sizes = tuple(int(x) for x in a.scale_sizes.split(","))
     elif a.quick:

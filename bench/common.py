@@ -36,7 +36,7 @@ class BenchConfig:
     tables: int = 10
     partitions: int = 3
     protocols: tuple[str, ...] = PROTOCOLS
-    sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "scale", "features",
+    sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "scale", "features",
                                  "profile")  # names in bench.sections.SECTIONS
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
@@ -57,6 +57,8 @@ class BenchConfig:
     follower_seconds: float = 180.0
     follower_rate: int = 500
     follower_tables: int = 10
+    # The Spark reader next to the driver reader: row changes per topic (driver RSS should stay flat).
+    reader_sizes: tuple[int, ...] = (250_000, 1_000_000)
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False

@@ -104,7 +104,8 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     lines = _header_md(results, cfg)
     e2e, resources = _e2e_md(results, cfg)
     for block in (_codec_md(results), e2e, _scale_md(results), _features_md(results), resources,
-                  _profile_md(results, cfg), _peer_md(results), _tables_md(results), _follower_md(results)):
+                  _profile_md(results, cfg), _peer_md(results), _tables_md(results), _follower_md(results),
+                  _reader_md(results)):
         lines += block
     notes = results.get("notes")
     if notes:
@@ -449,6 +450,40 @@ def _tables_md(results: dict[str, Any]) -> list[str]:
         lambda r: "not checked" if "verified" not in r else ("yes" if r["verified"] else "NO"))
     lines += ["", f"{runs[-1]['tables']} tables replicate at **{tables['ratio']:.2f}x** the "
                   f"{runs[0]['tables']}-table rate."]
+    return lines
+
+
+def _reader_md(results: dict[str, Any]) -> list[str]:
+    """## 9. The Spark reader next to the driver reader."""
+    r = results.get("reader")
+    if not r:
+        return []
+    sizes = sorted(r["sizes"].items(), key=lambda kv: int(kv[0]))
+    lines = [
+        "",
+        "## 9. The Spark reader (`--reader spark`) vs the driver reader",
+        "",
+        f"The same simulated topic ({r['protocol']}, {r['partitions']} partitions, {r['tables']} tables) replicated "
+        "by `replicator run --until-caught-up` (a subprocess, Spark `local[*]`) once per reader. The Spark reader "
+        "reads and decodes on the executors (one task per Kafka partition) and MERGEs from distributed change sets; "
+        "the driver reader reads with kafka-python and decodes in the Python driver.",
+        "",
+        "| row changes | reader | wall | **row changes/s** | peak RSS: Python driver / JVM | verified |",
+        "| ---: | --- | ---: | ---: | ---: | --- |",
+    ]
+    for events, size in sizes:
+        for name in ("driver", "spark"):
+            run = size["runs"][name]
+            lines.append(
+                f"| {int(events):,} | {name} | {run['run']['wall_s']:.1f} s | **{_fmt(run['rows_per_s'])}** | "
+                f"{_mib(run['run']['driver_peak_rss'])} / {_mib(run['run']['jvm_peak_rss'])} | "
+                + ("not checked" if "verified" not in run else ("yes" if run["verified"] else "NO")) + " |")
+    d = r["decode"]
+    lines += ["", "Spark reader ÷ driver reader (row changes/s): "
+              + ", ".join(f"{ratio:.2f}x at {int(e):,}" for e, ratio in ((e, s["ratio"]) for e, s in sizes)) + ".",
+              "", f"One executor core decodes **{_fmt(d['rows_per_core_s'])} row changes/s** "
+                  f"({d['rows']:,} row changes of {d['records']:,} records in {d['cpu_s']:.1f} s CPU, the executors' "
+                  "decode function timed in the bench process)."]
     return lines
 
 

@@ -29,6 +29,7 @@ from bench.e2e import bench_e2e, finish_e2e
 from bench.follower import bench_follower, finish_follower
 from bench.peer import bench_peer, finish_peer
 from bench.profiling import profile_engine
+from bench.reader import bench_reader, finish_reader
 from bench.scale import bench_scale
 from bench.tables import bench_tables, finish_tables
 
@@ -111,6 +112,14 @@ def _follower_finish(ctx: Context) -> None:
     finish_follower(ctx.spark, ctx.results["follower"])
 
 
+def _reader(ctx: Context) -> None:
+    ctx.results["reader"] = bench_reader(ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
+def _reader_finish(ctx: Context) -> None:
+    finish_reader(ctx.spark, ctx.results["reader"])
+
+
 def _scale(ctx: Context) -> None:
     ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
 
@@ -136,13 +145,15 @@ SECTIONS: tuple[Section, ...] = (
             before_spark=_peer, with_spark=_peer_finish),
     Section("tables", "7: many tables", needs_broker=True, before_spark=_tables, with_spark=_tables_finish),
     Section("follower", "8: follower lag", needs_broker=True, before_spark=_follower, with_spark=_follower_finish),
+    Section("reader", "9: the Spark reader (read and decode on executors) vs the driver reader", needs_broker=True,
+            before_spark=_reader, with_spark=_reader_finish),
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
     Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The
-sections whose runs are subprocesses (e2e, peer, tables, follower) come first: their ``before_spark``
+sections whose runs are subprocesses (e2e, peer, tables, follower, reader) come first: their ``before_spark``
 phases run while the bench's own JVM is not up to compete with them."""
 
 

@@ -114,3 +114,51 @@ def test_switching_readers_mid_stream_continues_exactly(kafka_bootstrap: str, sp
     assert summary.already_applied > 0
     assert check_warehouse(spark, both, sim.expected) == []
     assert _progress(both) == _progress(reference)
+
+
+def test_a_follower_with_the_spark_reader_applies_what_arrives(kafka_bootstrap: str, spark: Any,
+                                                               tmp_path: Path) -> None:
+    """Follow mode: a batch per flush interval while records arrive (a batch re-reads from the
+    restart cursors what the last one could not apply yet); a stop request ends it cleanly."""
+    import threading
+    import time
+
+    from replicator.engine.pipeline import Engine, RunOptions
+    from replicator.sources.kafka import KafkaSettings, KafkaSource
+
+    sim, msgs = _sim("open", seed=71, events=900)
+    topic = new_topic(kafka_bootstrap, 3)
+    half = len(msgs) // 2
+    produce(kafka_bootstrap, topic, msgs[:half])
+    wh = tmp_path / "wh"
+    engine = Engine(KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"test-{topic}")),
+                    RunOptions(warehouse=str(wh), protocol="open", reader="spark", flush_interval_s=0.5,
+                               progress=False), spark=spark)
+    failure: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            engine.run()
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+
+    def applied() -> int:
+        state = wh / "_replicator" / "state.json"
+        return int(json.loads(state.read_text())["applied_ts"]) if state.exists() else 0
+
+    deadline = time.monotonic() + 300
+    while applied() == 0 and time.monotonic() < deadline and not failure:
+        time.sleep(0.5)
+    first = applied()
+    assert 0 < first < sim.expected.watermark, failure
+    produce(kafka_bootstrap, topic, msgs[half:])
+    while applied() < sim.expected.watermark and time.monotonic() < deadline and not failure:
+        time.sleep(0.5)
+    engine.request_stop()
+    thread.join(timeout=300)
+    assert not thread.is_alive() and not failure, failure
+    assert check_warehouse(spark, wh, sim.expected) == []
+    assert engine.summary.steps >= 2
