@@ -26,6 +26,15 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "spark-jars"
+
+
+def _pyspark_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyspark")
+    except PackageNotFoundError:
+        return "4.0.1"
 # log4j2 configuration the driver JVM starts with unless verbose: errors only, so Spark's start-up
 # chatter (NativeCodeLoader, "Using Spark's default log4j profile", "Setting default log level")
 # never reaches the terminal. It must be given at JVM launch: those lines are written before
@@ -117,6 +126,23 @@ def local_fs_conf(jars: list[str]) -> dict[str, str]:
     return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar, **LOCALFS_CONF}
 
 
+KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_pyspark_version()}"
+
+
+def _submitted() -> bool:
+    """Whether this process was started by spark-submit (which hands it a JVM gateway): then the
+    master, the jars and the driver's settings are spark-submit's, not ours."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_master() -> str | None:
+    """REPLICATOR_SPARK_MASTER; else spark-submit's --master (None), else local[*]."""
+    master = os.environ.get("REPLICATOR_SPARK_MASTER")
+    if master:
+        return master
+    return None if _submitted() else "local[*]"
+
+
 def get_spark(app_name: str = "replicator") -> SparkSession:
     """Return the process-wide Delta-enabled local SparkSession (created on first use).
 
@@ -134,9 +160,12 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # Loopback only: this tool never needs Spark to listen on another interface.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = SparkSession.builder.appName(app_name)
+        master = spark_master()
+        if master is not None:
+            builder = builder.master(master)
         builder = (
-            SparkSession.builder.appName(app_name)
-            .master(os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]"))
+            builder
             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
             .config("spark.sql.session.timeZone", "UTC")
@@ -167,15 +196,16 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         if not _verbose:
             java_options.append(f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
-        jars = _jar_paths()
+        jars = None if _submitted() else _jar_paths()  # spark-submit: its --jars / --packages
         if jars is not None:
             builder = builder.config("spark.jars", ",".join(jars))
             for key, value in local_fs_conf(jars).items():
                 builder = builder.config(key, value)
-        else:
+        elif not _submitted():
             from delta import configure_spark_with_delta_pip
 
-            builder = configure_spark_with_delta_pip(builder)
+            # Delta and Spark's Kafka source (`--reader spark`) from Maven Central through Ivy.
+            builder = configure_spark_with_delta_pip(builder, extra_packages=[KAFKA_PACKAGE])
         if _verbose:
             spark = builder.getOrCreate()
         else:

@@ -1,0 +1,30 @@
+"""Which Spark master the replicator asks for: REPLICATOR_SPARK_MASTER, else spark-submit's own
+(a process spark-submit started gets a JVM gateway), else local[*]."""
+
+from __future__ import annotations
+
+import pytest
+
+from replicator.delta.spark import KAFKA_PACKAGE, spark_master
+
+
+def test_local_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPLICATOR_SPARK_MASTER", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert spark_master() == "local[*]"
+    monkeypatch.setenv("REPLICATOR_SPARK_MASTER", "spark://127.0.0.1:7077")
+    assert spark_master() == "spark://127.0.0.1:7077"
+
+
+def test_spark_submit_keeps_its_master(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPLICATOR_SPARK_MASTER", raising=False)
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")
+    assert spark_master() is None
+    monkeypatch.setenv("REPLICATOR_SPARK_MASTER", "yarn")
+    assert spark_master() == "yarn"
+
+
+def test_the_kafka_source_matches_pyspark() -> None:
+    from importlib.metadata import version
+
+    assert KAFKA_PACKAGE == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}"
