@@ -119,11 +119,11 @@ def run(cmd: RunCommand) -> int:
     if cmd.archive:
         from replicator.sources.archive import ArchiveSource
 
+        if s.reader == "spark":
+            raise ConfigError("--reader spark reads a Kafka topic; archives are read with --reader driver")
         archive = ArchiveSource(list(cmd.archive))  # checks every frame first: corruption stops before anything applies
         if s.protocol is not None and s.protocol != archive.protocol:
             raise ConfigError(f"--protocol {s.protocol}, but the archive holds {archive.protocol} records")
-        if s.reader == "spark":
-            raise ConfigError("--reader spark reads a Kafka topic; archives are read with --reader driver")
         options = run_options(s.model_copy(update={"protocol": archive.protocol}))
         options.until_caught_up = True  # an archive is finite: read it to the end, apply, exit
         print_summary(Engine(archive, options).run(), s)

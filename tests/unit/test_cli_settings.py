@@ -184,3 +184,24 @@ def test_command_options_keep_their_defaults_for_flags_not_given() -> None:
         "open", "d", 7, 1, 3, 4, "auto")
     decode = options(DecodeCommand, vars(build_parser().parse_args(["decode", "--protocol", "craft", "--value", "-"])))
     assert (decode.timezone, decode.legacy, decode.key) == ("UTC", "auto", None)
+
+
+def test_reader_from_flag_env_and_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = ["--warehouse", "/wh", "--protocol", "open"]
+    assert run_options(parse(["run", *base])).reader == "driver"
+    cfg = tmp_path / "r.toml"
+    cfg.write_text('reader = "spark"\n')
+    assert run_options(parse(["replay", "--from-earliest", "--config", str(cfg), *base])).reader == "spark"
+    monkeypatch.setenv("REPLICATOR_READER", "spark")
+    assert run_options(parse(["run", *base])).reader == "spark"
+    assert run_options(parse(["run", "--reader", "driver", *base])).reader == "driver"
+    monkeypatch.setenv("REPLICATOR_READER", "executors")
+    with pytest.raises(ConfigError, match="REPLICATOR_READER"):
+        parse(["run", *base])
+
+
+def test_archives_are_read_by_the_driver(tmp_path: Path) -> None:
+    archive = tmp_path / "a"
+    archive.mkdir()
+    code = main(["run", "--archive", str(archive), "--warehouse", str(tmp_path / "wh"), "--reader", "spark"])
+    assert code == 2
