@@ -21,7 +21,7 @@ from replicator.engine.loop import Applier, ControlLoop, LoopOptions
 from replicator.engine.plan import DdlScope, Rows, RowSpan, TableName
 from replicator.engine.progress import Progress
 from replicator.engine.window import Windower, WindowStats
-from replicator.errors import DecodeError
+from replicator.errors import DecodeError, KafkaSourceError
 from replicator.events import DdlEvent, Event
 from replicator.sources.kafka import Record
 
@@ -147,27 +147,49 @@ class BatchLoop(ControlLoop):
     def run(self) -> None:
         opts = self.options
         last_end: dict[int, int] | None = None
+        down_since: float | None = None
         while True:
             started = time.monotonic()
-            kafka = self._source.kafka
-            partitions = sorted(set(kafka.partitions()) | set(self.progress.cursors) | set(self._source.added))
-            self._source.added = []
-            cursors = self.progress.cursors
-            kafka.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
-            ends = kafka.end_offsets_at_start()
-            fresh = [p for p in partitions if p not in cursors]
-            begins = kafka.earliest_offsets(fresh) if fresh else {}
-            starts = {p: (cursors[p].offset if p in cursors else begins[p]) for p in partitions}
+            try:
+                partitions, starts, ends = self._ranges()
+            except KafkaSourceError as exc:
+                # A follower rides out a broker outage for the retry budget, as the driver reader does.
+                budget = self._source.kafka.settings.retry_budget_s
+                down_since = down_since if down_since is not None else started
+                if opts.until_caught_up or started - down_since >= budget:
+                    raise
+                log.warning("%s; retrying (broker unreachable for %.0fs of a %.0fs budget)", exc,
+                            started - down_since, budget)
+                self._sleep(opts.flush_interval_s)
+                if self._stop:
+                    return
+                continue
+            down_since = None
             if opts.until_caught_up or ends != last_end:
                 self._batch(partitions, starts, ends)
-            last_end = ends
+            last_end = dict(ends)
             self.on_tick()
             if self._stop or (opts.until_caught_up and not self._source.added):
                 return
-            wait = opts.flush_interval_s - (time.monotonic() - started)
-            while wait > 0 and not self._stop:
-                time.sleep(min(wait, 0.2))
-                wait -= 0.2
+            self._sleep(opts.flush_interval_s - (time.monotonic() - started))
+
+    def _sleep(self, seconds: float) -> None:
+        while seconds > 0 and not self._stop:
+            time.sleep(min(seconds, 0.2))
+            seconds -= 0.2
+
+    def _ranges(self) -> tuple[list[int], dict[int, int], dict[int, int]]:
+        """The partitions to read (the topic's, the known ones and those found while applying),
+        where each starts (its restart cursor, else its earliest offset) and its end offset now."""
+        kafka = self._source.kafka
+        partitions = sorted(set(kafka.partitions()) | set(self.progress.cursors) | set(self._source.added))
+        self._source.added = []
+        cursors = self.progress.cursors
+        kafka.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
+        ends = kafka.end_offsets_at_start()
+        fresh = [p for p in partitions if p not in cursors]
+        begins = kafka.earliest_offsets(fresh) if fresh else {}
+        return partitions, {p: (cursors[p].offset if p in cursors else begins[p]) for p in partitions}, ends
 
     def _batch(self, partitions: list[int], starts: Mapping[int, int], ends: Mapping[int, int]) -> None:
         ranges = {p: (starts[p], ends[p]) for p in partitions if starts[p] < ends.get(p, 0)}
@@ -181,8 +203,10 @@ class BatchLoop(ControlLoop):
         cursors = self.progress.cursors
         batch = self._read(ranges, {p: cursors[p].watermark for p in ranges if p in cursors}, self.progress.applied_ts)
         failure: DecodeError | None = None
+        t0 = time.monotonic()
         try:
             control = batch.control()
+            t_read = time.monotonic()
             self.counts.records += control.records
             self.counts.events += control.decoded
             for key, n in control.invalid_text.items():
@@ -214,8 +238,11 @@ class BatchLoop(ControlLoop):
             for p, (_, end) in ranges.items():
                 windower.read_to(p, cut.get(p, end))
             windower.index = batch
-            log.debug("batch: %d records, %d rows buffered, watermark %d", control.records, kept, windower.watermark)
+            t_agg = time.monotonic()
             self.apply_ready()
+            log.info("batch of %d records (%d rows to apply, watermark %d): read and decoded in %.1f s, "
+                     "aggregated in %.1f s, applied in %.1f s", control.records, kept, windower.watermark,
+                     t_read - t0, t_agg - t_read, time.monotonic() - t_agg)
         finally:
             batch.close()
         if failure is not None:

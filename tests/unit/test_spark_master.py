@@ -27,4 +27,4 @@ def test_spark_submit_keeps_its_master(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_kafka_source_matches_pyspark() -> None:
     from importlib.metadata import version
 
-    assert KAFKA_PACKAGE == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}"
+    assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}" == KAFKA_PACKAGE
