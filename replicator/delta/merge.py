@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -356,8 +357,10 @@ class DeltaApplier(DeltaEdge):
             aggs = [F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("_op"), F.lit(0)).alias("d")]
             for i in keys:
                 aggs += [F.min(f"_c{i}").alias(f"lo{i}"), F.max(f"_c{i}").alias(f"hi{i}")]
+            started = time.monotonic()
             with executor_errors(f"the changes of {spec.schema}.{spec.table}"):
                 stats = frame.agg(*aggs).collect()[0]
+            log.debug("changes of %s.%s: %d in %.2f s", spec.schema, spec.table, stats["n"], time.monotonic() - started)
             if not stats["n"]:
                 return MergeResult(0, 0, 0, self.cached_version(path), True)
             view = f"replicator_src_{uuid.uuid4().hex[:12]}"
