@@ -180,21 +180,7 @@ class Engine:
             self._check_source(state)
             self.applier.state = state
             state.progress = state.progress.starting_at(opts.start)
-            if opts.reader == "spark":
-                self._run_batches(state, started)
-                return self.summary
-            partitions = self.source.partitions()
-            from replicator.delta.ddl.scope import ddl_scope
-
-            windower = Windower(partitions, state.progress, scope_of=ddl_scope)
-            cursors = state.progress.cursors
-            self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
-            if not (opts.until_caught_up and self.source.caught_up()):
-                self.applier.warm_up()  # something to read: start Spark while reading it
-            loop = ControlLoop(
-                self.source, self._decode_record, self.applier, windower,
-                LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
-                            max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s))
+            loop = self._batch_loop(state) if opts.reader == "spark" else self._control_loop(state)
             self._loop = loop
             if self._stop:
                 loop.request_stop()
@@ -209,7 +195,24 @@ class Engine:
                 self.source.close()
         return self.summary
 
-    def _run_batches(self, state: State, started: float) -> None:
+    def _loop_options(self) -> LoopOptions:
+        opts = self.options
+        return LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
+                           max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s)
+
+    def _control_loop(self, state: State) -> ControlLoop:
+        """`--reader driver`: records read and decoded here, rows buffered by the windower."""
+        from replicator.delta.ddl.scope import ddl_scope
+
+        partitions = self.source.partitions()
+        windower = Windower(partitions, state.progress, scope_of=ddl_scope)
+        cursors = state.progress.cursors
+        self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
+        if not (self.options.until_caught_up and self.source.caught_up()):
+            self.applier.warm_up()  # something to read: start Spark while reading it
+        return ControlLoop(self.source, self._decode_record, self.applier, windower, self._loop_options())
+
+    def _batch_loop(self, state: State) -> ControlLoop:
         """`--reader spark`: read and decode on Spark executors, batch by batch (engine/batch.py)."""
         from replicator.delta.ddl.scope import ddl_scope
         from replicator.engine.batch import BatchLoop
@@ -226,22 +229,8 @@ class Engine:
             self.applier.batch = batch
             return batch
 
-        loop = BatchLoop(source, self.applier, state.progress,
-                         LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
-                                     max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s),
-                         read=read, scope_of=ddl_scope, invalid_text=self.summary.invalid_text)
-        self._loop = loop
-        if self._stop:
-            loop.request_stop()
-        display = _Display(self, loop, enabled=opts.progress)
-        loop.on_tick = display.update
-        try:
-            with display:
-                loop.run()
-        finally:
-            self._summarise(loop, time.monotonic() - started)
-            self.applier.close()
-            source.close()
+        return BatchLoop(source, self.applier, state.progress, self._loop_options(), read=read,
+                         scope_of=ddl_scope, invalid_text=self.summary.invalid_text)
 
     def _summarise(self, loop: ControlLoop, elapsed: float) -> None:
         s, c, st = self.summary, loop.counts, loop.windower.stats
