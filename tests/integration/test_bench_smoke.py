@@ -135,7 +135,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
 
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
-    assert names == ["codec", "e2e", "peer", "tables", "follower", "scale", "features", "profile"]
+    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "scale", "features", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
