@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +60,22 @@ def executor_decode_rate(bootstrap: str, topic: str, protocol: str, limit: int =
             "rows_per_core_s": rows / cpu if cpu else 0.0}
 
 
-def bench_reader(cfg: BenchConfig, bootstrap: str, scratch: Path) -> dict[str, Any]:
-    """Per size: one topic, replicated once per reader (subprocesses, RSS sampled)."""
+ReaderRunner = Callable[[str, str, str, Path, int, Path, str], dict[str, Any]]
+
+
+def _subprocess(cfg: BenchConfig) -> ReaderRunner:
+    def run(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int, workdir: Path,
+            reader: str) -> dict[str, Any]:
+        return run_replicator(bootstrap, topic, protocol, warehouse, max_buffer_rows, workdir,
+                              extra=[*run_args(cfg), "--reader", reader])
+
+    return run
+
+
+def bench_reader(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: ReaderRunner | None = None) -> dict[str, Any]:
+    """Per size: one topic, replicated once per reader (subprocesses, RSS sampled; `runner`: the
+    smoke test runs them in-process)."""
+    run = runner or _subprocess(cfg)
     protocol = cfg.protocols[-1]
     out: dict[str, Any] = {"protocol": protocol, "partitions": cfg.partitions, "tables": cfg.tables, "sizes": {}}
     for i, events in enumerate(cfg.reader_sizes):
@@ -70,8 +85,7 @@ def bench_reader(cfg: BenchConfig, bootstrap: str, scratch: Path) -> dict[str, A
         size: dict[str, Any] = {"stream": stream, "runs": {}}
         for reader in READERS:
             warehouse = scratch / f"wh-reader-{events}-{reader}"
-            res = run_replicator(bootstrap, stream["topic"], protocol, warehouse, cfg.max_buffer_rows, scratch,
-                                 extra=[*run_args(cfg), "--reader", reader])
+            res = run(bootstrap, stream["topic"], protocol, warehouse, cfg.max_buffer_rows, scratch, reader)
             rate = int(stream["stats"]["row_changes"]) / res["wall_s"]
             log.info("reader %s at %d: %.1f s wall, %.0f row changes/s, driver RSS %.0f MiB", reader, events,
                      res["wall_s"], rate, res["driver_peak_rss"] / 2**20)

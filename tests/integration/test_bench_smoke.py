@@ -20,6 +20,7 @@ import bench
 from bench.features import bench_features
 from bench.follower import bench_follower, finish_follower
 from bench.peer import bench_peer, finish_peer, run_peer
+from bench.reader import bench_reader, finish_reader
 from bench.tables import bench_tables, finish_tables
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.sources.kafka import KafkaSettings, KafkaSource
@@ -70,7 +71,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
                             sections=("codec", "e2e", "peer", "tables", "follower", "scale"),
                             scale_sizes=(2_000, 4_000), scale_repeat=1, scale_changes=500, workload_events=200,
                             tables_counts=(1, 2), tables_events=150, follower_seconds=3.0, follower_rate=40,
-                            follower_tables=2, out=tmp_path / "out", quick=True)
+                            follower_tables=2, reader_sizes=(150,), out=tmp_path / "out", quick=True)
 
     def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
                    workdir: Path) -> dict[str, Any]:
@@ -96,11 +97,21 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     results["peer"] = bench_peer(cfg, kafka_bootstrap, results["e2e"], tmp_path, runner=peer_in_process)
     results["tables"] = bench_tables(cfg, kafka_bootstrap, tmp_path, runner=in_process)
     results["follower"] = bench_follower(cfg, kafka_bootstrap, tmp_path, start=follower_in_process)
+
+    def reader_in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
+                          workdir: Path, reader: str) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol, reader=reader)
+        return {"wall_s": time.perf_counter() - t0, "summary": summary.to_json(), "driver_peak_rss": 0,
+                "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+
+    results["reader"] = bench_reader(cfg, kafka_bootstrap, tmp_path, runner=reader_in_process)
     expected = {p: r["stream"]["expected"] for p, r in results["e2e"].items()}
     bench.finish_e2e(spark, results["e2e"], tmp_path)
     finish_peer(spark, results["peer"], expected)
     finish_tables(spark, results["tables"])
     finish_follower(spark, results["follower"])
+    finish_reader(spark, results["reader"])
     results["scale"] = bench.bench_scale(spark, cfg, tmp_path)
     results["features"] = bench_features(spark, tmp_path, repeat=1, sizes=())
     results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
@@ -125,9 +136,12 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     assert follower["caught_up"] and follower["verified"], follower.get("diffs")
     assert follower["exit"]["exit_code"] == 0 and follower["unapplied_rows"] == 0
     assert follower["lag"]["rows"] == follower["rows_sent"] >= 120  # 40 row changes/s for 3 s
+    reader = results["reader"]["sizes"]["150"]
+    assert all(r["verified"] for r in reader["runs"].values()) and results["reader"]["decode"]["rows"] > 0
     md = (cfg.out / "results.md").read_text()
     headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## Table features",
-                "## 4. Resources", "## 6. The peer", "## 7. Many tables", "## 8. Follower lag")
+                "## 4. Resources", "## 6. The peer", "## 7. Many tables", "## 8. Follower lag",
+                "## 9. The Spark reader")
     at = [md.find(heading) for heading in headings]
     assert -1 not in at and at == sorted(at), at  # every block, in the report's order
     assert (cfg.out / "results.png").stat().st_size > 10_000
