@@ -49,6 +49,7 @@ ORDER_COLUMNS = ("_ts", "_p", "_o", "_i", "_sub")
 then an update's delete of its old key before its new image."""
 
 _BATCH_ROWS = 4096
+_DELETE, _UPDATE = Op.DELETE.value, Op.UPDATE.value
 
 
 def check_row(ev: RowChange) -> None:
@@ -190,30 +191,38 @@ def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: Table
         keys: list[tuple[Any, ...]] = []
         order: list[tuple[int, int, int, int, int]] = []
         for ts, p, o, i, payload in zip(d["ts"], d["partition"], d["offset"], d["idx"], d["payload"], strict=True):
-            row = row_from_payload(payload, commit_ts=ts, schema=spec.schema, table=spec.table,
-                                   position=Position(topic, p, o))
-            for col in row.columns or row.old_columns:
-                if col.name not in names:
-                    raise SchemaError(
-                        f"row of {row.schema}.{row.table} at commit ts {ts} has column {col.name!r} that the "
-                        f"replicated table does not have ({row.position}); a DDL is missing from the stream")
-            if row.op is Op.DELETE:
-                keys.append(key_of(row.old_columns or row.columns, key, row))
+            # Plain tuples on the hot path (name, type, flags, value); a RowChange only to name a bad row.
+            op, cols, old_cols = pickle.loads(payload)[:3]
+            if not names.issuperset([c[0] for c in cols or old_cols]):
+                row = row_from_payload(payload, commit_ts=ts, schema=spec.schema, table=spec.table,
+                                       position=Position(topic, p, o))
+                name = next(c.name for c in row.columns or row.old_columns if c.name not in names)
+                raise SchemaError(
+                    f"row of {row.schema}.{row.table} at commit ts {ts} has column {name!r} that the "
+                    f"replicated table does not have ({row.position}); a DDL is missing from the stream")
+            image = {c[0]: c[3] for c in ((old_cols or cols) if op == _DELETE else cols)}
+            try:
+                new_key = tuple([image[k] for k in key])
+            except KeyError:
+                row = row_from_payload(payload, commit_ts=ts, schema=spec.schema, table=spec.table,
+                                       position=Position(topic, p, o))
+                key_of(row.old_columns or row.columns if row.op is Op.DELETE else row.columns, key, row)
+                raise  # key_of raised the SchemaError naming the row; this line is not reached
+            if op == _DELETE:
+                keys.append(new_key)
                 images.append(None)
                 order.append((ts, p, o, i, 1))
                 continue
-            values = {c.name: c.value for c in row.columns}
-            new_key = key_of(row.columns, key, row)
-            if row.op is Op.UPDATE and row.old_columns:
-                old = {c.name: c.value for c in row.old_columns}
+            if op == _UPDATE and old_cols:
+                old = {c[0]: c[3] for c in old_cols}
                 if all(k in old for k in key):
-                    old_key = tuple(old[k] for k in key)
+                    old_key = tuple([old[k] for k in key])
                     if old_key != new_key:
                         keys.append(old_key)
                         images.append(None)
                         order.append((ts, p, o, i, 0))
             keys.append(new_key)
-            images.append(values)
+            images.append(image)
             order.append((ts, p, o, i, 1))
         arrays: list[pa.Array] = []
         for ci, spec_col in enumerate(spec.columns):
