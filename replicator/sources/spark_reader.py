@@ -62,10 +62,6 @@ def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
     return opts
 
 
-SORT_MIN_TABLES = 32
-"""From this many tables in a batch, its rows are cached sorted by table (`SparkBatch.aggregate`)."""
-
-
 @dataclass
 class BatchControl:
     """What of a batch comes to the driver: per partition, its resolved and DDL events by record
@@ -94,7 +90,6 @@ class SparkBatch:
         self.cut: dict[int, int] = {}  # partition -> first offset not taken (a dead letter under --on-error stop)
         self.tables: dict[TableName, TableAgg] = {}
         self.drops: dict[int, int] = {}  # drop kind -> rows
-        self.live: DataFrame | None = None  # with many tables: the buffered rows sorted by table (`aggregate`)
 
     # -- to the driver ---------------------------------------------------------------------------
     def control(self) -> BatchControl:
@@ -128,8 +123,6 @@ class SparkBatch:
 
     def _live(self) -> DataFrame:
         """Row changes buffered on arrival, without those at or past a partition's cut."""
-        if self.live is not None:
-            return self.live
         from pyspark.sql import functions as F
 
         cond = (F.col("kind") == ex.ROW) & (F.col("drop") == ex.KEEP)
@@ -138,14 +131,7 @@ class SparkBatch:
         return self.events.filter(cond)
 
     def aggregate(self) -> None:
-        """Per table: buffered rows and their commit-ts range; per fate on arrival: rows (one job).
-
-        With many tables, the buffered rows are then persisted again sorted by table and the
-        decoded batch let go (one more job): the cache keeps min/max statistics per column batch,
-        which let each table's scan skip the other tables' batches instead of reading the whole
-        batch once per table. With few tables the sort costs more than the scans it saves.
-        """
-        from pyspark import StorageLevel
+        """Per table: buffered rows and their commit-ts range; per fate on arrival: rows (one job)."""
         from pyspark.sql import functions as F
 
         cond = F.col("kind") == ex.ROW
@@ -160,12 +146,6 @@ class SparkBatch:
             self.drops[r["drop"]] = self.drops.get(r["drop"], 0) + r["n"]
             if r["drop"] == ex.KEEP:
                 self.tables[(r["schema"], r["table"])] = TableAgg(r["n"], r["lo"], r["hi"])
-        if len(self.tables) >= SORT_MIN_TABLES:
-            live = self._live().sortWithinPartitions("schema", "table", "ts").persist(StorageLevel.MEMORY_AND_DISK)
-            with executor_errors("sorting the batch by table"):
-                live.count()
-            self.live = live
-            self.events.unpersist()
 
     # -- RowIndex --------------------------------------------------------------------------------
     def first_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
@@ -228,8 +208,6 @@ class SparkBatch:
 
     def close(self) -> None:
         self.events.unpersist()
-        if self.live is not None:
-            self.live.unpersist()
 
 
 def _tables(tables: Sequence[TableName]) -> Column:

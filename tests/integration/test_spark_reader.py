@@ -163,18 +163,3 @@ def test_a_follower_with_the_spark_reader_applies_what_arrives(kafka_bootstrap: 
     assert check_warehouse(spark, wh, sim.expected) == []
     assert engine.summary.steps >= 2
 
-
-def test_a_batch_cached_sorted_by_table_gives_the_same_result(kafka_bootstrap: str, spark: Any, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """With many tables a batch's rows are cached again sorted by table (here: from one table on)."""
-    from replicator.sources import spark_reader
-
-    monkeypatch.setattr(spark_reader, "SORT_MIN_TABLES", 1)
-    sim, msgs = _sim("open", seed=81, events=800)
-    topic = new_topic(kafka_bootstrap, 3)
-    produce(kafka_bootstrap, topic, msgs)
-    driver, on_spark = tmp_path / "driver", tmp_path / "spark"
-    run_engine(kafka_bootstrap, topic, driver, spark, protocol="open")
-    run_engine(kafka_bootstrap, topic, on_spark, spark, protocol="open", reader="spark")
-    assert check_warehouse(spark, on_spark, sim.expected) == []
-    assert _progress(on_spark) == _progress(driver)
