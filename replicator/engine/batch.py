@@ -23,6 +23,7 @@ from replicator.engine.progress import Progress
 from replicator.engine.window import Windower, WindowStats
 from replicator.errors import DecodeError, KafkaSourceError
 from replicator.events import DdlEvent, Event
+from replicator.sources.executor import APPLIED, KEEP, REPLAY
 from replicator.sources.kafka import Record
 
 if TYPE_CHECKING:
@@ -231,10 +232,10 @@ class BatchLoop(ControlLoop):
                     if offset < cut.get(p, offset + 1):
                         windower.offer(p, offset, events)
             batch.aggregate()
-            kept = batch.drops.get(0, 0)
+            kept = batch.drops.get(KEEP, 0)
             self.stats.rows += sum(batch.drops.values())
-            self.stats.replays_dropped += batch.drops.get(1, 0)
-            self.stats.already_applied += batch.drops.get(2, 0)
+            self.stats.replays_dropped += batch.drops.get(REPLAY, 0)
+            self.stats.already_applied += batch.drops.get(APPLIED, 0)
             for p, (_, end) in ranges.items():
                 windower.read_to(p, cut.get(p, end))
             windower.index = batch
