@@ -126,6 +126,15 @@ def local_fs_conf(jars: list[str]) -> dict[str, str]:
     return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar, **LOCALFS_CONF}
 
 
+SIZING = (
+    ("spark.sql.shuffle.partitions", "REPLICATOR_SHUFFLE_PARTITIONS", "2"),
+    ("spark.default.parallelism", "", "2"),
+    ("spark.driver.memory", "REPLICATOR_DRIVER_MEMORY", "4g"),
+    ("spark.databricks.delta.snapshotPartitions", "", "2"),
+    ("spark.sql.sources.parallelPartitionDiscovery.parallelism", "", "2"),
+)
+"""(conf, environment variable or "", default) of the settings sized for the machine."""
+
 KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_pyspark_version()}"
 
 
@@ -143,6 +152,14 @@ def spark_master() -> str | None:
     return None if _submitted() else "local[*]"
 
 
+def on_this_machine(master: str | None) -> bool:
+    """Whether every executor of `master` runs on this machine (local mode, or a standalone master
+    on the loopback address such as `make cluster-up`'s); None (spark-submit's) is not known to."""
+    if master is None:
+        return False
+    return master.startswith("local") or master.startswith(("spark://127.0.0.1:", "spark://localhost:"))
+
+
 def get_spark(app_name: str = "replicator") -> SparkSession:
     """Return the process-wide Delta-enabled local SparkSession (created on first use).
 
@@ -158,10 +175,12 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         if active is not None:
             return active
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # Loopback only: this tool never needs Spark to listen on another interface.
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = SparkSession.builder.appName(app_name)
         master = spark_master()
+        if on_this_machine(master):
+            # Loopback only: a local Spark never needs to listen on another interface. A driver
+            # of a cluster elsewhere must be reachable by its executors: Spark's defaults then.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = SparkSession.builder.appName(app_name)
         if master is not None:
             builder = builder.master(master)
         builder = (
@@ -172,22 +191,23 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             # Generated SQL embeds untrusted upstream names: Spark must not expand ${var}/${env:X}
             # in statement text before parsing (quoting cannot stop that).
             .config("spark.sql.variable.substitute", "false")
-            .config("spark.sql.shuffle.partitions", os.environ.get("REPLICATOR_SHUFFLE_PARTITIONS", "2"))
-            .config("spark.default.parallelism", "2")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.execution.arrow.pyspark.fallback.enabled", "false")
-            .config("spark.driver.memory", os.environ.get("REPLICATOR_DRIVER_MEMORY", "4g"))
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.scheduler.mode", "FAIR")
             .config("spark.scheduler.allocation.file", str(FAIR_POOLS))
-            .config("spark.databricks.delta.snapshotPartitions", "2")
             .config("spark.databricks.delta.autoCompact.enabled", "false")
-            .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
         )
+        if on_this_machine(master):
+            builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        # Sized for this 2-core machine; under spark-submit its own --conf / --driver-memory apply
+        # unless the REPLICATOR_ variable is set.
+        for key, env, default in SIZING:
+            value = os.environ.get(env) if env else None
+            if value is not None or not _submitted():
+                builder = builder.config(key, value if value is not None else default)
         # UTC as the JVM's zone too: on a table of fewer than 50 files Delta re-verifies the whole
         # file list after every commit when a zone name lacks "utc" (docs/delta.md).
         java_options = ["-Duser.timezone=UTC"]

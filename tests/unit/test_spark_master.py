@@ -28,3 +28,13 @@ def test_the_kafka_source_matches_pyspark() -> None:
     from importlib.metadata import version
 
     assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}" == KAFKA_PACKAGE
+
+
+def test_loopback_only_for_executors_on_this_machine() -> None:
+    from replicator.delta.spark import on_this_machine
+
+    assert on_this_machine("local[*]") and on_this_machine("local[2]")
+    assert on_this_machine("spark://127.0.0.1:7077") and on_this_machine("spark://localhost:7077")
+    assert not on_this_machine("spark://10.0.0.5:7077")
+    assert not on_this_machine("yarn") and not on_this_machine("k8s://https://api:6443")
+    assert not on_this_machine(None)  # spark-submit's master: its own networking settings
