@@ -187,9 +187,7 @@ class BatchLoop(ControlLoop):
         self._source.added = []
         cursors = self.progress.cursors
         kafka.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
-        ends = kafka.end_offsets_at_start()
-        fresh = [p for p in partitions if p not in cursors]
-        begins = kafka.earliest_offsets(fresh) if fresh else {}
+        begins, ends = kafka.begin_offsets_at_start(), kafka.end_offsets_at_start()
         return partitions, {p: (cursors[p].offset if p in cursors else begins[p]) for p in partitions}, ends
 
     def _batch(self, partitions: list[int], starts: Mapping[int, int], ends: Mapping[int, int]) -> None:

@@ -128,6 +128,7 @@ class KafkaSource:
                    "looks the same" if settings.security else "")
             ) from None
         self._tps: list[Any] = []
+        self._begin: dict[int, int] = {}  # earliest retained offsets seen at start
         self._end: dict[int, int] = {}  # end offsets seen at start (the --until-caught-up target)
         self._latest_end: dict[int, int] = {}  # refreshed by probes (lag)
         self._last_ok = time.monotonic()  # records or a successful probe
@@ -176,6 +177,7 @@ class KafkaSource:
         self._tps = [self._tp(p) for p in sorted(positions)]
         self._consumer.assign(self._tps)
         begin = self._consumer.beginning_offsets(self._tps)
+        self._begin = {tp.partition: int(off) for tp, off in begin.items()}
         for tp in self._tps:
             pos = positions[tp.partition]
             if pos is None:
@@ -215,6 +217,10 @@ class KafkaSource:
             if off is not None and off >= 0:
                 out[p] = int(off)
         return out
+
+    def begin_offsets_at_start(self) -> dict[int, int]:
+        """Per partition, the earliest retained offset seen when reading started."""
+        return dict(self._begin)
 
     def end_offsets_at_start(self) -> dict[int, int]:
         """Per partition, the end offset seen when reading started (the --until-caught-up target)."""

@@ -121,24 +121,27 @@ class SparkBatch:
                       for p, offs in grouped.items()}
         return out
 
-    def _live(self) -> DataFrame:
-        """Row changes buffered on arrival, without those at or past a partition's cut."""
-        from pyspark.sql import functions as F
-
-        cond = (F.col("kind") == ex.ROW) & (F.col("drop") == ex.KEEP)
-        for p, off in self.cut.items():
-            cond = cond & ~((F.col("partition") == p) & (F.col("offset") >= off))
-        return self.events.filter(cond)
-
-    def aggregate(self) -> None:
-        """Per table: buffered rows and their commit-ts range; per fate on arrival: rows (one job)."""
+    def _rows(self) -> DataFrame:
+        """Row changes, without those at or past a partition's cut."""
         from pyspark.sql import functions as F
 
         cond = F.col("kind") == ex.ROW
         for p, off in self.cut.items():
             cond = cond & ~((F.col("partition") == p) & (F.col("offset") >= off))
+        return self.events.filter(cond)
+
+    def _live(self) -> DataFrame:
+        """The rows buffered on arrival (neither replays nor already applied)."""
+        from pyspark.sql import functions as F
+
+        return self._rows().filter(F.col("drop") == ex.KEEP)
+
+    def aggregate(self) -> None:
+        """Per table: buffered rows and their commit-ts range; per fate on arrival: rows (one job)."""
+        from pyspark.sql import functions as F
+
         with executor_errors("aggregating the batch"):
-            rows = (self.events.filter(cond).groupBy("drop", "schema", "table")
+            rows = (self._rows().groupBy("drop", "schema", "table")
                     .agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("lo"), F.max("ts").alias("hi")).collect())
         self.tables = {}
         self.drops = {}
