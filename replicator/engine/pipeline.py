@@ -390,6 +390,10 @@ class WarehouseApplier:
         record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
                                   "recorded_at": dt.datetime.now(dt.UTC).isoformat(),
                                   "kind": "ddl" if step.ddls else "window"}
+        # Only a step that a crashed (or failed) attempt may have half applied reads each table's
+        # txnVersion first (one Delta state job per table); a step that starts clean cannot have a
+        # DDL applied ahead of the catalog, so it is not marked by its own inflight_hi below.
+        recovering = state.inflight_hi > state.applied_ts
         if step.ddls and state.inflight_hi < step.hi:
             # A crash from here on may leave a table's Delta schema ahead of the catalog: the re-run
             # checks each MERGE's txnVersion before running it against the old catalog.
@@ -399,7 +403,6 @@ class WarehouseApplier:
         self._create_ahead(state, plan)
         versions: dict[str, int] = {}
         ddls: list[dict[str, Any]] = []
-        recovering = state.inflight_hi > state.applied_ts
 
         def prepare(seg: Segment) -> _Job:
             schema, table = seg.table
