@@ -9,7 +9,7 @@ WAREHOUSE ?= ./warehouse
 export KAFKA_PORT
 
 .DEFAULT_GOAL := help
-.PHONY: help setup spark-jars kafka-jars proto test test-unit lint bench run kafka-up kafka-down cluster-up cluster-down notebook soak clean
+.PHONY: help setup spark-jars kafka-jars jvm-archive proto test test-unit lint bench run kafka-up kafka-down cluster-up cluster-down notebook soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -52,7 +52,12 @@ $(CACHE)/spark-jars/replicator-localfs.jar: $(LOCALFS_SRC) $(VENV)/.installed
 spark-jars: $(CACHE)/spark-jars/.resolved $(CACHE)/spark-jars/replicator-localfs.jar ## Delta jars from Maven Central + the local file system jar into .cache/spark-jars
 kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs
 
-setup: $(VENV)/.installed spark-jars kafka-jars ## venv + package (editable, dev extras) + cached JVM jars
+# The driver JVM's class archive (replicator/delta/jvm_archive.py): written once per installation by a
+# small replication (about a minute); quiet when it exists; a failure only warns.
+jvm-archive: $(VENV)/.installed spark-jars ## the driver JVM's class archive in .cache/jvm (faster Spark start)
+	@$(PY) -m replicator.delta.jvm_archive
+
+setup: $(VENV)/.installed spark-jars kafka-jars jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + JVM class archive
 
 proto: $(VENV)/.installed ## regenerate replicator/_proto from schemas/*.proto
 	bash tools/gen_proto.sh

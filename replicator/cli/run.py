@@ -78,9 +78,13 @@ def register(sub: Any) -> None:
 
 
 def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
-    """The engine's options from the resolved settings."""
+    """The engine's options from the resolved settings (and the driver JVM's compiler for them)."""
     from replicator.codec.values import DecodeOptions
+    from replicator.delta.spark import plan_jit
     from replicator.engine.pipeline import RunOptions
+
+    # A catch-up run reading on this driver is short-lived: the quick compiler, if its warehouse is small.
+    plan_jit(short_lived=s.until_caught_up and s.reader == "driver", warehouse=s.require("warehouse"))
 
     return RunOptions(
         warehouse=s.require("warehouse"),
@@ -124,8 +128,8 @@ def run(cmd: RunCommand) -> int:
         archive = ArchiveSource(list(cmd.archive))  # checks every frame first: corruption stops before anything applies
         if s.protocol is not None and s.protocol != archive.protocol:
             raise ConfigError(f"--protocol {s.protocol}, but the archive holds {archive.protocol} records")
-        options = run_options(s.model_copy(update={"protocol": archive.protocol}))
-        options.until_caught_up = True  # an archive is finite: read it to the end, apply, exit
+        # An archive is finite: read it to the end, apply, exit.
+        options = run_options(s.model_copy(update={"protocol": archive.protocol, "until_caught_up": True}))
         print_summary(Engine(archive, options).run(), s)
         return 0
     print_summary(Engine(kafka_source(s), run_options(s)).run(), s)
