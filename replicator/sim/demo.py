@@ -23,6 +23,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +149,7 @@ def capture_archive(bootstrap: str, topic: str, directory: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from replicator.delta.spark import get_spark
+    from replicator.delta.spark import get_spark, plan_jit
     from replicator.sim.simcheck import compare_tables, read_warehouse
     from replicator.sim.simulate import SimConfig, Simulation, produce
 
@@ -170,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
         if removed:
             say(f"kafka   deleted {len(removed)} topic(s) of earlier demo runs")
 
+    # Catch-up runs into new warehouses: the quick compiler (docs/delta.md "Driver JVM start"), and
+    # Spark starts while the streams are simulated and produced.
+    plan_jit(short_lived=True, warehouse=None)
+    spark_start = ThreadPoolExecutor(1, thread_name_prefix="demo-spark-start").submit(get_spark, "replicator-demo")
     start_time = dt.datetime.now(dt.UTC)
     state = Path(args.state_dir)
     if args.ddl == "demo":
@@ -194,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     assert expected is not None
     say(f"expected final tables: {state}/expected-<protocol>.json")
 
-    spark = get_spark("replicator-demo")
+    spark = spark_start.result()
     failures = 0
     for p in protocols:
         t0 = time.monotonic()
