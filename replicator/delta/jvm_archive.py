@@ -30,8 +30,8 @@ from pathlib import Path
 
 log = logging.getLogger("replicator")
 
-QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
-"""CDS logging off: a stale or foreign archive is skipped without a word on the JVM's stdout."""
+QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off", "-Xlog:cds=off:stderr", "-Xlog:cds+dynamic=off:stderr"]
+"""CDS logging off (on both outputs): a stale or foreign archive is skipped without a word."""
 
 _dump_to: Path | None = None  # set while the archive is being written (this module's main)
 

@@ -91,6 +91,10 @@ def test_driver_options_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("REPLICATOR_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=4 -Dx=1")
     options = sparkmod.driver_java_options([_jar(tmp_path)])
     assert options[0] == "-Duser.timezone=UTC"
+    # The JVM's own warnings go to stderr: the process's stdout is --json-summary's.
+    assert options[1:3] == ["-Xlog:disable", "-Xlog:all=warning:stderr"]
+    # The quick compiler keeps the tiered code cache (C1 alone gets 48 MiB, which fills up).
+    assert "-XX:ReservedCodeCacheSize=240m" in options
     # The user's options come after the chosen compiler, so theirs win.
     assert options.index("-XX:TieredStopAtLevel=1") < options.index("-XX:TieredStopAtLevel=4")
     sparkmod.plan_jit(short_lived=False, warehouse=tmp_path)
