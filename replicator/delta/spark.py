@@ -336,7 +336,9 @@ def stop_jvm() -> None:
     stdin closes; a class archive being written is written then, see jvm_archive.py)."""
     from pyspark import SparkContext
 
-    stop_spark()
+    context = SparkContext._active_spark_context  # whichever thread started it
+    if context is not None:
+        context.stop()
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
     if gateway is None or proc is None:
