@@ -78,13 +78,9 @@ def register(sub: Any) -> None:
 
 
 def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
-    """The engine's options from the resolved settings (and the driver JVM's compiler for them)."""
+    """The engine's options from the resolved settings."""
     from replicator.codec.values import DecodeOptions
-    from replicator.delta.spark import plan_jit
     from replicator.engine.pipeline import RunOptions
-
-    # A catch-up run reading on this driver is short-lived: the quick compiler, if its warehouse is small.
-    plan_jit(short_lived=s.until_caught_up and s.reader == "driver", warehouse=s.require("warehouse"))
 
     return RunOptions(
         warehouse=s.require("warehouse"),

@@ -28,8 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-log = logging.getLogger("replicator")
-
 QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off", "-Xlog:cds=off:stderr", "-Xlog:cds+dynamic=off:stderr"]
 """CDS logging off (on both outputs): a stale or foreign archive is skipped without a word."""
 
@@ -103,21 +101,27 @@ def _train(scratch: Path) -> None:
     Engine(ArchiveSource(scratch / "archive"), options).run()
 
 
-def build(*, force: bool = False) -> Path | None:
-    """Write the archive for this installation unless it exists; returns its path (None: off)."""
-    global _dump_to
+def to_write(*, force: bool = False) -> Path | None:
+    """The archive this installation still lacks (all of it with `force`); None: it exists, or off."""
     from replicator.delta import spark as sparkmod
 
-    if sparkmod.get_active() is not None:
+    path = archive_path(sparkmod.JVM_ARCHIVE_DIR, sparkmod._jar_paths())
+    return None if path is None or (path.is_file() and not force) else path
+
+
+def write(path: Path) -> None:
+    """Write the archive at `path` from a small replication in this process's own driver JVM,
+    which must not be running yet (the archive is written as that JVM exits)."""
+    global _dump_to
+    from pyspark import SparkContext
+
+    from replicator.delta import spark as sparkmod
+
+    if SparkContext._active_spark_context is not None:
         raise RuntimeError("the JVM archive must be written by a process without a Spark session")
-    jars = sparkmod._jar_paths()
-    path = archive_path(sparkmod.JVM_ARCHIVE_DIR, jars)
-    if path is None or (path.is_file() and not force):
-        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     _dump_to = tmp
-    started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="replicator-jvm-archive-") as scratch:
             _train(Path(scratch))
@@ -131,8 +135,6 @@ def build(*, force: bool = False) -> Path | None:
     finally:
         _dump_to = None
         tmp.unlink(missing_ok=True)
-    log.debug("wrote %s in %.0f s", path, time.monotonic() - started)
-    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,20 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     for noisy in ("py4j", "kafka"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
-    from replicator.delta import spark as sparkmod
-
-    existing = archive_path(sparkmod.JVM_ARCHIVE_DIR, sparkmod._jar_paths())
-    if existing is None or (existing.is_file() and not args.force):
+    path = to_write(force=args.force)
+    if path is None:
         return 0
-    print(f"writing the driver JVM's class archive {existing} (a small replication, about a minute)")
+    print(f"writing the driver JVM's class archive {path} (a small replication, about a minute)")
     started = time.monotonic()
     try:
-        path = build(force=args.force)
+        write(path)
     except Exception as exc:  # an optimisation only: runs start without it
         print(f"warning: no JVM class archive ({exc}); Spark starts without one", file=sys.stderr)
         return 0
-    if path is not None:
-        print(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - started:.0f} s")
+    print(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - started:.0f} s")
     return 0
 
 

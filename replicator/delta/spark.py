@@ -14,7 +14,7 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,33 +93,21 @@ _STARTUP_CHATTER = re.compile(
 )
 
 
-def plan_jit(*, short_lived: bool, warehouse: str | Path | None) -> str:
+def plan_jit(*, short_lived: bool, tables_bytes: Callable[[int], int] | None = None) -> str:
     """Choose the compiler of the driver JVM this process will start (REPLICATOR_JIT: auto, the
     default, quick or full); `auto` is quick for a short-lived run (catch up and exit) into a
-    warehouse under QUICK_JIT_MAX_WAREHOUSE_BYTES. No effect on a JVM already running or under
+    warehouse whose tables hold under QUICK_JIT_MAX_WAREHOUSE_BYTES (`tables_bytes(enough)`
+    counts them; None: a new warehouse). No effect on a JVM already running or under
     spark-submit. Returns the mode chosen."""
     global _jit
     mode = os.environ.get("REPLICATOR_JIT", "auto").strip().lower() or "auto"
     if mode not in JIT_MODES:
         raise ConfigError(f"REPLICATOR_JIT={mode!r}: expected one of {', '.join(JIT_MODES)}")
     if mode == "auto":
-        small = warehouse is None or _tables_bytes(Path(warehouse), QUICK_JIT_MAX_WAREHOUSE_BYTES) \
-            < QUICK_JIT_MAX_WAREHOUSE_BYTES
-        mode = "quick" if short_lived and small else "full"
+        limit = QUICK_JIT_MAX_WAREHOUSE_BYTES
+        mode = "quick" if short_lived and (tables_bytes is None or tables_bytes(limit) < limit) else "full"
     _jit = mode
     return mode
-
-
-def _tables_bytes(warehouse: Path, enough: int) -> int:
-    """Bytes of the files under the warehouse's tables (superseded ones too), counted up to `enough`."""
-    total = 0
-    for root, _dirs, files in os.walk(warehouse / "tables"):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.stat(os.path.join(root, name)).st_size
-        if total >= enough:
-            break
-    return total
 
 
 @contextmanager
@@ -318,15 +306,10 @@ def _quiet_handled_errors(spark: SparkSession) -> None:
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
 
 
-def get_active() -> SparkSession | None:
-    """The process's Spark session if one is running (without starting one)."""
+def stop_spark() -> None:
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession()
-
-
-def stop_spark() -> None:
-    active = get_active()
+    active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
 

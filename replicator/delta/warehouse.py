@@ -23,7 +23,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -246,3 +246,14 @@ class Warehouse:
 
     def new_table_path(self, schema: str, table: str, uid: str) -> str:
         return str(self.root / "tables" / safe_segment(schema) / f"{safe_segment(table)}-{uid}")
+
+    def tables_bytes(self, enough: int) -> int:
+        """Bytes of the files under the tables (superseded ones too), counted up to `enough`."""
+        total = 0
+        for root, _dirs, files in os.walk(self.root / "tables"):
+            for name in files:
+                with suppress(OSError):
+                    total += os.stat(os.path.join(root, name)).st_size
+            if total >= enough:
+                break
+        return total

@@ -160,6 +160,7 @@ class Engine:
         # The decoders report text they decoded with U+FFFD to the summary's counter.
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
         self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark)
+        self._own_spark = spark is None  # the engine starts the session: it chooses its compiler
         self._loop: ControlLoop | None = None
         self._stop = False
 
@@ -177,6 +178,13 @@ class Engine:
         started = time.monotonic()
         opts = self.options
         with self.warehouse.locked(wait=opts.wait_for_lock), self._signals():
+            if self._own_spark:
+                from replicator.delta.spark import plan_jit
+
+                # A catch-up run reading on this driver is short-lived: the quick compiler, if its
+                # warehouse is small (docs/delta.md "Driver JVM start").
+                plan_jit(short_lived=opts.until_caught_up and opts.reader == "driver",
+                         tables_bytes=self.warehouse.tables_bytes)
             state = self.warehouse.load_state()
             self._check_source(state)
             self.applier.state = state

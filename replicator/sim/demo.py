@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Catch-up runs into new warehouses: the quick compiler (docs/delta.md "Driver JVM start"), and
     # Spark starts while the streams are simulated and produced.
-    plan_jit(short_lived=True, warehouse=None)
+    plan_jit(short_lived=True)
     spark_start = ThreadPoolExecutor(1, thread_name_prefix="demo-spark-start").submit(get_spark, "replicator-demo")
     start_time = dt.datetime.now(dt.UTC)
     state = Path(args.state_dir)

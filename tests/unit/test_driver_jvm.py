@@ -11,6 +11,7 @@ import pytest
 
 from replicator.delta import jvm_archive
 from replicator.delta import spark as sparkmod
+from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
 
 
@@ -65,29 +66,30 @@ def test_the_archive_can_be_turned_off_or_moved(tmp_path: Path, monkeypatch: pyt
 
 def test_auto_jit_is_quick_only_for_a_catch_up_into_a_small_warehouse(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert sparkmod.plan_jit(short_lived=True, warehouse=tmp_path / "new") == "quick"
-    assert sparkmod.plan_jit(short_lived=False, warehouse=tmp_path / "new") == "full"  # a follower
+    new = Warehouse(tmp_path / "new").tables_bytes
+    assert sparkmod.plan_jit(short_lived=True, tables_bytes=new) == "quick"
+    assert sparkmod.plan_jit(short_lived=False, tables_bytes=new) == "full"  # a follower
     table = tmp_path / "wh" / "tables" / "shop" / "orders-1"
     table.mkdir(parents=True)
     (table / "part-0.parquet").write_bytes(b"x" * 4096)
-    assert sparkmod.plan_jit(short_lived=True, warehouse=tmp_path / "wh") == "quick"
+    assert sparkmod.plan_jit(short_lived=True, tables_bytes=Warehouse(tmp_path / "wh").tables_bytes) == "quick"
     monkeypatch.setattr(sparkmod, "QUICK_JIT_MAX_WAREHOUSE_BYTES", 4096)  # now it counts as big
-    assert sparkmod.plan_jit(short_lived=True, warehouse=tmp_path / "wh") == "full"
+    assert sparkmod.plan_jit(short_lived=True, tables_bytes=Warehouse(tmp_path / "wh").tables_bytes) == "full"
 
 
 def test_the_jit_setting_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLICATOR_JIT", "full")
-    assert sparkmod.plan_jit(short_lived=True, warehouse=tmp_path) == "full"
+    assert sparkmod.plan_jit(short_lived=True, tables_bytes=Warehouse(tmp_path).tables_bytes) == "full"
     monkeypatch.setenv("REPLICATOR_JIT", "quick")
-    assert sparkmod.plan_jit(short_lived=False, warehouse=tmp_path) == "quick"
+    assert sparkmod.plan_jit(short_lived=False, tables_bytes=Warehouse(tmp_path).tables_bytes) == "quick"
     monkeypatch.setenv("REPLICATOR_JIT", "fast")
     with pytest.raises(ConfigError, match="REPLICATOR_JIT='fast': expected one of auto, quick, full"):
-        sparkmod.plan_jit(short_lived=True, warehouse=tmp_path)
+        sparkmod.plan_jit(short_lived=True, tables_bytes=Warehouse(tmp_path).tables_bytes)
 
 
 def test_driver_options_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sparkmod, "JVM_ARCHIVE_DIR", tmp_path / "none")
-    sparkmod.plan_jit(short_lived=True, warehouse=tmp_path)
+    sparkmod.plan_jit(short_lived=True, tables_bytes=Warehouse(tmp_path).tables_bytes)
     monkeypatch.setenv("REPLICATOR_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=4 -Dx=1")
     options = sparkmod.driver_java_options([_jar(tmp_path)])
     assert options[0] == "-Duser.timezone=UTC"
@@ -97,12 +99,12 @@ def test_driver_options_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "-XX:ReservedCodeCacheSize=240m" in options
     # The user's options come after the chosen compiler, so theirs win.
     assert options.index("-XX:TieredStopAtLevel=1") < options.index("-XX:TieredStopAtLevel=4")
-    sparkmod.plan_jit(short_lived=False, warehouse=tmp_path)
+    sparkmod.plan_jit(short_lived=False, tables_bytes=Warehouse(tmp_path).tables_bytes)
     assert "-XX:TieredStopAtLevel=1" not in sparkmod.driver_java_options(None)
 
 
 def test_spark_submit_keeps_its_own_jvm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")
-    sparkmod.plan_jit(short_lived=True, warehouse=tmp_path)
+    sparkmod.plan_jit(short_lived=True, tables_bytes=Warehouse(tmp_path).tables_bytes)
     options = sparkmod.driver_java_options(None)
     assert not any(o.startswith(("-XX:TieredStopAtLevel", "-XX:SharedArchiveFile")) for o in options)
