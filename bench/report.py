@@ -422,8 +422,9 @@ def _tables_md(results: dict[str, Any]) -> list[str]:
         "",
         f"The same number of simulated row changes ({tables['protocol']}, {tables['partitions']} partitions) over "
         f"{runs[0]['tables']} and over {runs[-1]['tables']} tables, each replicated by `replicator run "
-        "--until-caught-up` (a subprocess) into a warehouse of its own. Every CREATE TABLE is a DDL step of its "
-        "own; a window step MERGEs every table with changes in it. The rate counts the simulated row changes "
+        "--until-caught-up` (a subprocess) into a warehouse of its own. A CREATE TABLE holds back only its own "
+        "table's rows, so one step can hold every table's CREATE TABLE (created concurrently) and then its "
+        "first rows; a window step MERGEs every table with changes in it. The rate counts the simulated row changes "
         "(replays re-sent by the stream come on top, more with more tables). Step times from the step log (a "
         "step's `recorded_at` to the next one's).",
         "",
