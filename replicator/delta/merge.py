@@ -75,14 +75,10 @@ SMALL_MERGE_CONF = {
     "spark.sql.shuffle.partitions": "1",
 }
 
-# Every new table's Delta log checkpoints every CHECKPOINT_INTERVAL commits instead of Delta's 10.
-# Why: a checkpoint is written inside the commit that reaches it, by Spark jobs of its own, and a
-# follower's tables commit in lockstep (one MERGE each per step), so every tenth step checkpointed
-# every table at once: 10 MERGEs took 7-8 s instead of 4-5 s there, which set the follower's p99
-# lag. Measured over 110 steps of 10 MERGEs, steps did not slow as the commits since the last
-# checkpoint grew (their JSON files are small): 2.5-3.5 s throughout. A cold reader replays at most
-# 99 small commit files; a table keeps whatever interval it has (ALTER TABLE SET TBLPROPERTIES
-# changes it).
+# Every new table's Delta log checkpoints every CHECKPOINT_INTERVAL commits instead of Delta's 10:
+# a follower's tables commit in lockstep, so every tenth step checkpointed all of them at once and
+# set the follower's p99 lag; measured, and what a cold reader pays instead: docs/delta.md, "Log
+# checkpoints". A table keeps whatever interval it has.
 CHECKPOINT_INTERVAL = 100
 LOG_PROPERTIES = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
 

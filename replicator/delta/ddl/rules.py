@@ -47,7 +47,8 @@ _RULES: tuple[DdlRule, ...] = (
     DdlRule(3, "Create Table", "apply", "`CREATE TABLE IF NOT EXISTS` at a new path: change data feed only on the "
             "default profile (plus column mapping when a column name holds one of ` ,;{}()=`, tab, newline, which "
             "Delta stores no other way); `--table-features fast`: also column mapping, deletion vectors, type "
-            "widening; `IF NOT EXISTS`; `LIKE` copies the "
+            "widening; either way `delta.checkpointInterval = 100` (docs/delta.md, Log checkpoints); `IF NOT "
+            "EXISTS`; `LIKE` copies the "
             "catalog spec; the partition definition is kept in the catalog", _create_table),
     DdlRule(4, "Drop Table", "apply", "catalog: each named table becomes dropped (hidden from `replicator "
             "tables`, files kept until purged)", _drop_table),
