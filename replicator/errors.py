@@ -82,3 +82,13 @@ class FrameError(DecodeError):
 
 class TruncatedFrameError(FrameError):
     """The file ends inside a frame: typically a writer killed mid-write."""
+
+
+class StorageError(ReplicatorError):
+    """The warehouse's store (a directory or an object store) refused or could not be reached."""
+
+
+class LeaseLostError(StateError):
+    """This run's writer lease on the warehouse expired or was taken over: it must not commit."""
+
+    exit_code = 3

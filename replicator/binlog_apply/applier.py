@@ -38,6 +38,7 @@ from replicator.errors import (
     UnsupportedError,
 )
 from replicator.formats.binlog import read_binlog, split_binlog_name
+from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -121,10 +122,11 @@ class BinlogApplier:
     """Replays committed transactions of a binlog into a warehouse, exactly once."""
 
     def __init__(self, warehouse: str | os.PathLike[str], spark: SparkSession | None = None,
-                 *, hook: Hook | None = None, default_database: str = DEFAULT_DATABASE) -> None:
-        self.warehouse = Warehouse(warehouse)
+                 *, hook: Hook | None = None, default_database: str = DEFAULT_DATABASE,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        self.warehouse = Warehouse(warehouse, lease_seconds=lease_seconds)
         self.state_path = self.warehouse.meta / STATE_FILE
-        self.tables_root = str(self.warehouse.root / TABLES_DIR)
+        self.tables_root = (self.warehouse.base / TABLES_DIR).path
         self._spark = spark
         self._edge: DeltaEdge | None = None
         self.hook = hook
@@ -147,6 +149,7 @@ class BinlogApplier:
         """Every Delta statement goes through the edge: idempotent-write confs, conflict retries."""
         if self._edge is None:
             self._edge = DeltaEdge(self.spark)
+            self._edge.fence = self.warehouse.fence
         return self._edge
 
     def run(self, paths: Sequence[str | os.PathLike[str]], *, wait: bool = False) -> Summary:
@@ -222,6 +225,7 @@ class BinlogApplier:
 
     def _save(self) -> None:
         self.state.tables = self.catalog.tables()
+        self.warehouse.fence()
         save_state(self.state_path, self.state)
 
     def _statement(self, txn: Transaction, index: int) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
+import os
 
 from pydantic import BaseModel, Field
 
 from replicator.binlog_apply.model import TableInfo
-from replicator.delta.edge import atomic_write
 from replicator.errors import StateError
+from replicator.storage import Location, as_location
 
 STATE_FORMAT = 1
 STATE_FILE = "binlog.json"
@@ -43,11 +43,13 @@ class BinlogState(BaseModel):
     updated_at: str | None = None
 
 
-def load_state(path: Path) -> BinlogState:
-    if not path.exists():
+def load_state(path: Location | str | os.PathLike[str]) -> BinlogState:
+    where = as_location(path)
+    data = where.io.read(where.path)
+    if data is None:
         return BinlogState()
     try:
-        state = BinlogState.model_validate_json(path.read_bytes())
+        state = BinlogState.model_validate_json(data)
     except ValueError as exc:
         raise StateError(f"{path} is unreadable: {exc}") from None
     if state.format != STATE_FORMAT:
@@ -57,7 +59,8 @@ def load_state(path: Path) -> BinlogState:
     return state
 
 
-def save_state(path: Path, state: BinlogState) -> None:
-    """Atomic, durable replace (`atomic_write`): a crash leaves the old or the new state."""
+def save_state(path: Location | str | os.PathLike[str], state: BinlogState) -> None:
+    """Atomic, durable replace (the store's `write`): a crash leaves the old or the new state."""
+    where = as_location(path)
     state.updated_at = dt.datetime.now(dt.UTC).isoformat()
-    atomic_write(path, state.model_dump_json(indent=1).encode())
+    where.io.write(where.path, state.model_dump_json(indent=1).encode())

@@ -20,8 +20,26 @@ class Summary(Protocol):
 
 
 def settings_from(ns: argparse.Namespace) -> ReplicatorSettings:
-    """The layered settings of one parsed command line (flags left unset do not count)."""
-    return load_settings(vars(ns), config=getattr(ns, "config", None))
+    """The layered settings of one parsed command line (flags left unset do not count); the
+    process's storage options (object-store endpoint, Spark pass-through) are set from them."""
+    from replicator.storage import configure
+
+    settings = load_settings(vars(ns), config=getattr(ns, "config", None))
+    configure(settings.storage())
+    return settings
+
+
+def add_storage(p: argparse.ArgumentParser) -> None:
+    """--warehouse and how to reach its store (each also REPLICATOR_<FLAG> and a --config key)."""
+    p.add_argument("--warehouse", help="warehouse: a directory, or an object-store URL such as s3a://bucket/prefix "
+                                       "(Delta tables + replicator state)")
+    p.add_argument("--s3-endpoint", metavar="URL",
+                   help="endpoint of an S3-compatible store (e.g. http://127.0.0.1:9000); credentials come from the "
+                        "standard AWS sources (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE, roles)")
+    p.add_argument("--s3-path-style", metavar="BOOL",
+                   help="path-style S3 addressing (default: true when --s3-endpoint is given)")
+    p.add_argument("--storage-retry-budget", type=float, metavar="SECONDS",
+                   help="stop (non-zero, nothing lost) once the store has been unreachable this long (default 60)")
 
 
 def add_config(p: argparse.ArgumentParser) -> None:

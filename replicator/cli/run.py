@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from replicator.cli.common import add_config, print_summary, settings_from, time_zone
+from replicator.cli.common import add_config, add_storage, print_summary, settings_from, time_zone
 from replicator.cli.settings import ReplayCommand, ReplicatorSettings, RunCommand, defaults
 from replicator.delta.features import PROFILES
 from replicator.errors import ConfigError
@@ -22,7 +22,7 @@ def add_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
     p.add_argument("--topic", help="the TiCDC topic")
     p.add_argument("--protocol", choices=["open", "craft"], help="TiCDC wire format of the topic")
-    p.add_argument("--warehouse", help="warehouse directory (Delta tables + replicator state)")
+    add_storage(p)
     p.add_argument("--group-id", help="Kafka consumer group for offset commits (default: replicator-<topic>)")
     p.add_argument("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     p.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
@@ -54,6 +54,9 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
                         f"(default {d['kafka_retry_budget']:g})")
     p.add_argument("--wait", action="store_true", default=None, help="wait for another run on the warehouse to finish")
+    p.add_argument("--lease-seconds", type=float, metavar="SECONDS",
+                   help="term of the warehouse's writer lease: a run killed without giving it back is taken over "
+                        f"this long after its last renewal (default {d['lease_seconds']:g})")
     p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
     add_config(p)
 
@@ -95,6 +98,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         apply_parallelism=s.apply_parallelism,
         reader=s.reader,
         wait_for_lock=s.wait,
+        lease_seconds=s.lease_seconds,
     )
 
 
@@ -136,7 +140,7 @@ def run_binlog(paths: Any, s: ReplicatorSettings) -> int:
     """`run --binlog PATH...`: apply, then print the summary (also after a failure: what was applied)."""
     from replicator.binlog_apply import BinlogApplier
 
-    applier = BinlogApplier(s.require("warehouse"))
+    applier = BinlogApplier(s.require("warehouse"), lease_seconds=s.lease_seconds)
     try:
         applier.run(list(paths), wait=s.wait)
     finally:

@@ -30,6 +30,8 @@ from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
 from replicator.formats import binlog as _binlog_format
+from replicator.storage.lease import DEFAULT_LEASE_SECONDS
+from replicator.storage.options import DEFAULT_RETRY_BUDGET_S, StorageOptions
 
 ENV_PREFIX = "REPLICATOR_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -68,7 +70,7 @@ class ReplicatorSettings(BaseSettings):
     bootstrap_servers: str | None = None
     topic: str | None = None
     protocol: Literal["open", "craft"] | None = None
-    warehouse: str | None = None
+    warehouse: str | None = None  # a directory or an object-store URL (s3a://bucket/prefix)
     group_id: str | None = None  # None: replicator-<topic> (capture: replicator-capture-<topic>)
     # Kafka security (passwords: environment or config file only)
     security_protocol: str | None = None
@@ -94,6 +96,13 @@ class ReplicatorSettings(BaseSettings):
     wait: StrictBool = False
     json_summary: StrictBool = False
     rotate_bytes: int = _archive_format.DEFAULT_ROTATE_BYTES
+    # the warehouse's store (credentials: the standard AWS sources, never a setting)
+    s3_endpoint: str | None = None
+    s3_path_style: StrictBool | None = None  # None: on when an endpoint is given
+    storage_retry_budget: float = Field(default=DEFAULT_RETRY_BUDGET_S, gt=0)
+    lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
+    # Spark and Hadoop settings passed through as they are (the config file's [spark] table)
+    spark: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(
@@ -113,6 +122,12 @@ class ReplicatorSettings(BaseSettings):
         if value is None:
             raise ConfigError(f"{flag_name(name)} is required (or set {env_name(name)}, or `{name}` in --config)")
         return value
+
+    def storage(self) -> StorageOptions:
+        """How to reach the warehouse's store (and Spark's settings beside it)."""
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+        return StorageOptions(endpoint=self.s3_endpoint, path_style=self.s3_path_style, region=region,
+                              retry_budget_s=self.storage_retry_budget, spark_conf=dict(self.spark))
 
     def group_id_for(self, topic: str, *, prefix: str = "replicator") -> str:
         """The consumer group: the setting, or `<prefix>-<topic>`."""

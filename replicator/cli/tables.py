@@ -6,13 +6,13 @@ import json
 import sys
 from typing import Any
 
-from replicator.cli.common import add_config, settings_from
+from replicator.cli.common import add_config, add_storage, settings_from
 from replicator.cli.settings import TablesCommand
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("tables", help="list the replicated tables of a warehouse")
-    p.add_argument("--warehouse", help="warehouse directory")
+    add_storage(p)
     p.add_argument("--json", action="store_true", help="a JSON array instead of a readable table")
     add_config(p)
     p.set_defaults(handler=lambda ns: tables(TablesCommand(settings=settings_from(ns), json=ns.json)))

@@ -30,7 +30,9 @@ def write_dead_letters(
     *, edge: DeltaEdge | None = None,
 ) -> None:
     """Record `items` (message, error) in the dead-letter table, once per (topic, partition, offset)."""
-    edge = edge if edge is not None else DeltaEdge(spark)
+    if edge is None:
+        edge = DeltaEdge(spark)
+        edge.fence = warehouse.fence
     path = str(warehouse.dead_letters_path)
     ref = delta_ref(path)
     clear_unborn_table(path)  # a crash inside this CREATE must not leave a table that never exists

@@ -12,20 +12,19 @@ runs through `DeltaEdge`:
 * `snapshot()` / `table_version()` / `txn_version()` read the Delta log through py4j (DeltaLog has
   no public Python API).
 
-`atomic_write()` is the one durable file replace of the replicator's own state files
-(`_replicator/state.json`, `_replicator/binlog.json`).
+The replicator's own state files go through the warehouse's store (`replicator.storage`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from replicator.errors import StorageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,6 +54,9 @@ class DeltaEdge:
 
     def __init__(self, spark: SparkSession, *, max_retries: int = 10) -> None:
         self.spark = spark
+        # Run before every statement: the warehouse's writer lease (`Warehouse.fence`) stops a run
+        # that lost it before its next Delta commit. Shared with the edges `for_session` derives.
+        self.fence: Callable[[], None] = _no_fence
         # A user's OPTIMIZE / DELETE / ALTER committing during our statement makes Delta reject ours
         # (nothing of it committed); re-running it is safe. Jittered exponential backoff, about a
         # minute in all, so a periodic maintenance job cannot starve a run.
@@ -70,10 +72,19 @@ class DeltaEdge:
         """Count this edge's conflict retries together with `other`'s (a worker session's edge)."""
         self._retries = other._retries
         self.max_retries = other.max_retries
+        self.fence = other.fence
 
     # -- statements ------------------------------------------------------------------------------
     def sql(self, statement: str) -> list[Any]:
-        return self.spark.sql(statement).collect()
+        self.fence()
+        try:
+            return self.spark.sql(statement).collect()
+        except Exception as exc:
+            failure = storage_failure(exc)
+            if failure is None:
+                raise
+            raise StorageError(f"a Delta statement failed on the warehouse's store: {failure}; nothing of it was "
+                               "committed and nothing is lost: run again once the store is reachable") from None
 
     def retrying(self, run: Callable[[], T], what: str) -> T:
         """`run()`, re-run while a concurrent writer's commit made Delta reject it."""
@@ -179,18 +190,34 @@ class DeltaEdge:
         return int(opt.get()) if opt.isDefined() else -1
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Atomic, durable replace: write `<name>.tmp`, fsync, rename over `path`, fsync the directory.
-    A crash leaves either the old or the new file, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+# What Hadoop's s3a (and the AWS SDK under it) says when the store cannot be reached or refuses us.
+_STORE_FAILURES = (
+    ("AccessDenied", "the store refused the credentials (access denied)"),
+    ("InvalidAccessKeyId", "the store refused the credentials (unknown access key)"),
+    ("SignatureDoesNotMatch", "the store refused the credentials (wrong secret key)"),
+    ("NoAuthWithAWSException", "no AWS credentials found (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"),
+    ("UnknownStoreException", "the bucket does not exist"),
+    ("NoSuchBucket", "the bucket does not exist"),
+    ("Connection refused", "the store is unreachable (connection refused)"),
+    ("Unable to execute HTTP request", "the store is unreachable"),
+    ("AWSClientIOException", "the store is unreachable"),
+    ("ConnectTimeoutException", "the store is unreachable (connect timeout)"),
+    ("UnknownHostException", "the store's host is unknown"),
+)
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """What went wrong with the store, when `exc` (a Spark / py4j error) is an object store's
+    failure rather than Delta's or the statement's; None otherwise. Never echoes the exception's
+    text (it can hold request details)."""
+    text = str(exc)
+    if "s3a" not in text and "amazon" not in text.lower() and "S3A" not in text:
+        return None
+    for marker, meaning in _STORE_FAILURES:
+        if marker in text:
+            return meaning
+    return None
+
+
+def _no_fence() -> None:
+    return None

@@ -19,17 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 from replicator.delta.warehouse import TableEntry, Warehouse
 from replicator.events import tso_physical_ms, tso_to_datetime
+from replicator.storage import is_url
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
 
-def default_warehouse() -> Path:
-    """$REPLICATOR_WAREHOUSE, else ./warehouse (or ../warehouse when run from notebooks/)."""
+def default_warehouse() -> str | Path:
+    """$REPLICATOR_WAREHOUSE (a directory or an object-store URL), else ./warehouse (or
+    ../warehouse when run from notebooks/)."""
     env = os.environ.get("REPLICATOR_WAREHOUSE")
     if env:
-        return Path(env)
+        return env if is_url(env) else Path(env)
     for candidate in (Path("warehouse"), Path("..") / "warehouse"):
         if (candidate / "_replicator" / "state.json").exists():
             return candidate
@@ -184,12 +186,13 @@ def _ddls(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def open_warehouse(path: str | os.PathLike[str] | None = None, spark: SparkSession | None = None) -> Explorer:
     """Open a warehouse for exploration (default: $REPLICATOR_WAREHOUSE or ./warehouse)."""
-    root = Path(path) if path is not None else default_warehouse()
-    wh = Warehouse(root)
+    wh = Warehouse(path if path is not None else default_warehouse())
     if not wh.state_path.exists():
         raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first)")
-    if spark is None:
-        from replicator.delta.spark import get_spark
+    from replicator.delta.spark import get_spark, use_storage
 
+    if spark is None:
         spark = get_spark("replicator-explore")
+    if is_url(wh.root):
+        use_storage(spark)  # a session started elsewhere (a notebook's) reaches the same store
     return Explorer(wh, spark)

@@ -28,9 +28,11 @@ Pure: no Spark or Kafka import at module level (`tables` reads the protocol from
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, Literal, get_args
+
+from replicator.storage import Location, as_location
 
 Profile = Literal["compatible", "fast"]
 PROFILES: tuple[str, ...] = get_args(Profile)
@@ -118,31 +120,35 @@ def _protocol_reader_features(protocol: dict[str, Any]) -> list[str]:
     return ["columnMapping"] if version == 2 else []
 
 
-def _checkpoint_protocol(log_dir: Path) -> tuple[int, dict[str, Any] | None]:
+def _checkpoint_protocol(log_dir: Location) -> tuple[int, dict[str, Any] | None]:
     """Version and protocol of the latest checkpoint named by `_last_checkpoint` (-1 when none)."""
-    last = log_dir / "_last_checkpoint"
-    if not last.exists():
+    last = log_dir.io.read((log_dir / "_last_checkpoint").path)
+    if last is None:
         return -1, None
-    version = int(json.loads(last.read_text(encoding="utf-8"))["version"])
+    version = int(json.loads(last.decode("utf-8"))["version"])
+    import io
+
     import pyarrow.parquet as pq
 
-    files = sorted(log_dir.glob(f"{version:020d}.checkpoint*.parquet"))
-    for f in files:
-        for row in pq.read_table(f, columns=["protocol"]).column("protocol").to_pylist():
+    prefix = f"{version:020d}.checkpoint"
+    for name in sorted(n for n in log_dir.io.children(log_dir.path) if n.startswith(prefix) and n.endswith(".parquet")):
+        data = (log_dir / name).read_bytes()
+        for row in pq.read_table(io.BytesIO(data), columns=["protocol"]).column("protocol").to_pylist():
             if row is not None:
                 return version, row
     return version, None
 
 
-def reader_features(table_path: str | Path) -> list[str]:
-    """The reader features of a Delta table's latest protocol, from its `_delta_log`."""
-    log_dir = Path(table_path) / "_delta_log"
-    if not log_dir.is_dir():
+def reader_features(table_path: str | os.PathLike[str]) -> list[str]:
+    """The reader features of a Delta table's latest protocol, from its `_delta_log` (any store)."""
+    log_dir = as_location(table_path) / "_delta_log"
+    names = log_dir.io.children(log_dir.path)
+    if not names:
         return []
     start, protocol = _checkpoint_protocol(log_dir)
-    commits = sorted(p for p in log_dir.glob("*.json") if p.stem.isdigit() and int(p.stem) > start)
-    for commit in commits:
-        for line in commit.read_text(encoding="utf-8").splitlines():
+    commits = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) > start)
+    for version in commits:
+        for line in (log_dir / f"{version:020d}.json").read_text().splitlines():
             if '"protocol"' in line:
                 action = json.loads(line)
                 if "protocol" in action:

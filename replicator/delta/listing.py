@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from replicator.delta.features import reader_features
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
+from replicator.storage import normalise_root
 
 Source = Literal["kafka", "binlog"]
 
@@ -49,31 +49,32 @@ class ListedTable:
         return f"{ts} ({tso_to_datetime(ts).isoformat() if ts else '-'})"
 
 
-def list_tables(root: str | os.PathLike[str]) -> tuple[Path, list[ListedTable]]:
+def list_tables(root: str | os.PathLike[str]) -> tuple[str, list[ListedTable]]:
     """(warehouse root, live tables sorted by source, schema, table); ConfigError when `root` holds
     neither catalog."""
     from replicator.binlog_apply.state import STATE_FILE, load_state
 
     wh = Warehouse(root)
     binlog_state = wh.meta / STATE_FILE
-    if not wh.state_path.exists() and not binlog_state.exists():
+    has_state, has_binlog = wh.state_path.exists(), binlog_state.exists()
+    if not has_state and not has_binlog:
         raise ConfigError(
             f"{wh.root} is not a replicator warehouse (no _replicator/state.json or _replicator/binlog.json): "
             "give the --warehouse of a `replicator run`"
         )
     rows: list[ListedTable] = []
-    if wh.state_path.exists():
+    if has_state:
         state = wh.load_state()
         rows += [
-            ListedTable(e.schema_name, e.table, str(Path(e.path).resolve()), tuple(e.key), "kafka", state.applied_ts,
+            ListedTable(e.schema_name, e.table, normalise_root(e.path), tuple(e.key), "kafka", state.applied_ts,
                         reader_features=tuple(reader_features(e.path)))
             for e in state.live_tables()
         ]
-    if binlog_state.exists():
+    if has_binlog:
         bstate = load_state(binlog_state)
         seq = bstate.applied.seq if bstate.applied is not None else 0
         rows += sorted(
-            (ListedTable(t.db, t.table, str(Path(t.path).resolve()), tuple(t.key), "binlog", None, seq,
+            (ListedTable(t.db, t.table, normalise_root(t.path), tuple(t.key), "binlog", None, seq,
                          reader_features=tuple(reader_features(t.path)))
              for t in bstate.tables if t.status == "live"),
             key=lambda r: (r.schema, r.table),

@@ -26,13 +26,11 @@ import datetime as dt
 import json
 import logging
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -44,6 +42,7 @@ from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, c
 from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
 from replicator.engine.window import Change
 from replicator.errors import SchemaError, StateError
+from replicator.storage import fileio_for
 
 log = logging.getLogger("replicator")
 
@@ -147,12 +146,12 @@ def clear_unborn_table(path: str) -> bool:
     rerun. Such a directory holds no data (nothing was ever committed), and the replicator's table
     paths are its own, so it is safe to remove. True when something was removed.
     """
-    root = Path(path)
-    log_dir = root / "_delta_log"
-    if not log_dir.is_dir() or any(_COMMIT_FILE.match(f.name) for f in log_dir.iterdir()):
+    io = fileio_for(path)
+    log_dir = io.join(path, "_delta_log")
+    if not io.exists(log_dir) or any(_COMMIT_FILE.match(name) for name in io.children(log_dir)):
         return False
-    log.warning("removing %s: a table directory without any Delta commit (left by a crash in CREATE TABLE)", root)
-    shutil.rmtree(root)
+    log.warning("removing %s: a table directory without any Delta commit (left by a crash in CREATE TABLE)", path)
+    io.remove_tree(path)
     return True
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from replicator.errors import ConfigError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
+from replicator.storage import storage_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -177,6 +178,14 @@ SIZING = (
 """(conf, environment variable or "", default) of the settings sized for the machine and workload."""
 
 KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_pyspark_version()}"
+# s3a for object-store warehouses, as tools/spark-jars/pom.xml has it: hadoop-aws at pyspark's Hadoop
+# version and the few AWS SDK v2 modules it needs, not the SDK's 558 MB bundle hadoop-aws declares.
+S3_PACKAGES = ["org.apache.hadoop:hadoop-aws:3.4.1", "software.amazon.awssdk:s3:2.24.8",
+               "software.amazon.awssdk:s3-transfer-manager:2.24.8", "software.amazon.awssdk:sts:2.24.8"]
+S3_EXCLUDES = "software.amazon.awssdk:bundle"
+# The AWS credential variables executors on other machines' workers need (a local session's
+# executors share this process's environment). Spark redacts them in its UI and logs.
+AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_PROFILE")
 
 
 def _submitted() -> bool:
@@ -269,6 +278,14 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             value = os.environ.get(env) if env else None
             if value is not None or not _submitted():
                 builder = builder.config(key, value if value is not None else default)
+        # The object store's settings (endpoint, path style, region, credentials chain) and the
+        # config file's [spark] pass-through, which wins.
+        for key, value in storage_options().s3a_conf().items():
+            builder = builder.config(key, value)
+        if master is not None and not master.startswith("local"):
+            for name in AWS_ENV:
+                if os.environ.get(name):
+                    builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
         jars = None if _submitted() else _jar_paths()  # spark-submit: its --jars / --packages
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_java_options(jars)))
         if jars is not None:
@@ -278,8 +295,9 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         elif not _submitted():
             from delta import configure_spark_with_delta_pip
 
-            # Delta and Spark's Kafka source (`--reader spark`) from Maven Central through Ivy.
-            builder = configure_spark_with_delta_pip(builder, extra_packages=[KAFKA_PACKAGE])
+            # Delta, Spark's Kafka source (`--reader spark`) and s3a from Maven Central through Ivy.
+            builder = builder.config("spark.jars.excludes", S3_EXCLUDES)
+            builder = configure_spark_with_delta_pip(builder, extra_packages=[KAFKA_PACKAGE, *S3_PACKAGES])
         if _verbose:
             spark = builder.getOrCreate()
         else:
@@ -290,6 +308,20 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         if level.upper() == "ERROR":
             _quiet_handled_errors(spark)
         return spark
+
+
+def use_storage(spark: SparkSession) -> None:
+    """Give a running session the process's current storage settings (the object store's
+    endpoint, path style, region, the [spark] pass-through): a session started before they were
+    configured, such as a notebook's own, reaches the same store (the Hadoop settings go to the
+    context's configuration, which every session of it shares). They take effect for file systems
+    first opened afterwards."""
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # shared by every session of the context
+    for key, value in storage_options().s3a_conf().items():
+        if key.startswith("spark.hadoop."):
+            hadoop_conf.set(key.removeprefix("spark.hadoop."), value)
+        else:
+            spark.conf.set(key, value)
 
 
 # Loggers that report at ERROR what is not an error for the replicator: Delta's "Failed to

@@ -1,12 +1,15 @@
-"""The warehouse directory: Delta tables plus the replicator's own durable state.
+"""The warehouse: Delta tables plus the replicator's own durable state, in a local directory or
+under an object-store URL (`s3a://bucket/prefix`), the same layout either way.
 
 Layout:
     <warehouse>/tables/<schema>/<table>-<uid>/   one Delta table per upstream table (path kept on rename)
     <warehouse>/_replicator/state.json            progress: applied watermark, per-partition restart
                                                   cursors, DDL ledger, table catalog (atomic replace)
-    <warehouse>/_replicator/windows.jsonl         one line per applied step (table Delta versions)
+    <warehouse>/_replicator/windows.jsonl         one line per applied step (table Delta versions);
+    <warehouse>/_replicator/windows/<step>.jsonl  on an object store, in segments (storage/steplog.py)
     <warehouse>/_replicator/dead_letters/         Delta table of undecodable / refused messages
-    <warehouse>/_replicator/lock                  held (flock) by the running replicator
+    <warehouse>/_replicator/lease.json            the writer lease: who runs, since when, until when
+    <warehouse>/_replicator/binlog.json           a statement binlog's progress (`run --binlog`)
 
 Progress is committed after every step, after that step's Delta commits: a crash in between is
 repaired by re-applying the step, which is idempotent (Delta txnAppId/txnVersion per table; DDL
@@ -16,15 +19,12 @@ ledger + check-before-alter). See README "Exactly once".
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import hashlib
-import json
 import os
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from pydantic import (
@@ -37,10 +37,12 @@ from pydantic import (
     model_validator,
 )
 
-from replicator.delta.edge import atomic_write
 from replicator.delta.typemap import TableSpec
 from replicator.engine.progress import Progress
 from replicator.errors import StateError
+from replicator.storage import Location, fileio_for, normalise_root
+from replicator.storage.lease import DEFAULT_LEASE_SECONDS, Lease
+from replicator.storage.steplog import StepLog
 
 STATE_FORMAT = 1
 
@@ -167,51 +169,49 @@ def table_uid(schema: str, table: str, created_ts: int) -> str:
 
 
 class Warehouse:
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root).resolve()
-        self.meta = self.root / "_replicator"
-        self.state_path = self.meta / "state.json"
-        self.windows_path = self.meta / "windows.jsonl"
-        self.dead_letters_path = self.meta / "dead_letters"
-        self._lock_fd: int | None = None
+    """A warehouse at a local path or an object-store URL (`s3a://bucket/prefix`); its state goes
+    through the store's `FileIO`, so nothing here depends on which kind it is."""
 
-    # -- lock ----------------------------------------------------------------------------------
+    def __init__(self, root: str | os.PathLike[str], *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        self.root = normalise_root(root)
+        self.io = fileio_for(self.root)
+        self.base = Location(self.io, self.root)
+        self.meta = self.base / "_replicator"
+        self.state_path = self.meta / "state.json"
+        self.dead_letters_path = self.meta / "dead_letters"
+        self.lease_path = self.meta / "lease.json"
+        self.steps = StepLog(self.io, self.meta.path)
+        self.lease_seconds = lease_seconds
+        self.lease: Lease | None = None
+        self.state_write_s = 0.0  # time spent writing state.json and the step log (the run's summary)
+
+    # -- one writer at a time ---------------------------------------------------------------------
     @contextmanager
     def locked(self, wait: bool = False, timeout: float | None = None) -> Iterator[None]:
-        """Exclusive use of the warehouse for one run; a second run fails fast (or waits)."""
-        self.meta.mkdir(parents=True, exist_ok=True)
-        lock_path = self.meta / "lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not wait or (deadline is not None and time.monotonic() > deadline):
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-                    os.close(fd)
-                    raise StateError(
-                        f"warehouse {self.root} is in use by another replicator run (pid {holder}); "
-                        "wait for it to finish, or pass --wait to queue behind it"
-                    ) from None
-                time.sleep(0.5)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._lock_fd = fd
+        """Exclusive use of the warehouse for one run, across machines (the writer lease,
+        storage/lease.py); a second run fails fast naming the holder (or waits)."""
+        lease = Lease(self.io, self.lease_path.path, seconds=self.lease_seconds, what=f"warehouse {self.root}")
+        lease.acquire(wait=wait, timeout=timeout)
+        self.lease = lease
         try:
             yield
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-            self._lock_fd = None
+            self.lease = None
+            lease.release()
+
+    def fence(self) -> None:
+        """Before a commit: stop (LeaseLostError) unless this run still holds the lease. A no-op
+        outside `locked()` (readers, tools)."""
+        if self.lease is not None:
+            self.lease.check()
 
     # -- state ---------------------------------------------------------------------------------
     def load_state(self) -> State:
-        if not self.state_path.exists():
+        data = self.io.read(self.state_path.path)
+        if data is None:
             return State()
         try:
-            state = State.model_validate_json(self.state_path.read_bytes())
+            state = State.model_validate_json(data)
         except ValueError as exc:
             raise StateError(f"{self.state_path} is unreadable: {exc}") from None
         if state.format != STATE_FORMAT:
@@ -219,41 +219,31 @@ class Warehouse:
         return state
 
     def save_state(self, state: State) -> None:
-        """Atomic, durable replace (`atomic_write`): a crash leaves the old or the new state."""
+        """Atomic, durable replace: a crash leaves the old or the new state; fenced by the lease."""
+        self.fence()
+        started = time.monotonic()
         state.updated_at = dt.datetime.now(dt.UTC).isoformat()
-        atomic_write(self.state_path, state.model_dump_json(by_alias=True, indent=1).encode())
+        self.io.write(self.state_path.path, state.model_dump_json(by_alias=True, indent=1).encode())
+        self.state_write_s += time.monotonic() - started
 
     def append_window(self, record: dict[str, Any]) -> None:
         """Log an applied step (read back deduplicated by step number: a re-applied step wins)."""
-        self.meta.mkdir(parents=True, exist_ok=True)
-        with open(self.windows_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        self.fence()
+        started = time.monotonic()
+        self.steps.append(record)
+        self.state_write_s += time.monotonic() - started
 
     def windows(self) -> list[dict[str, Any]]:
-        if not self.windows_path.exists():
-            return []
-        by_step: dict[int, dict[str, Any]] = {}
-        for line in self.windows_path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a torn last line from a crash mid-append
-                by_step[int(rec["step"])] = rec
-        return [by_step[k] for k in sorted(by_step)]
+        return self.steps.records()
 
     def new_table_path(self, schema: str, table: str, uid: str) -> str:
-        return str(self.root / "tables" / safe_segment(schema) / f"{safe_segment(table)}-{uid}")
+        return (self.base / "tables" / safe_segment(schema) / f"{safe_segment(table)}-{uid}").path
 
     def tables_bytes(self, enough: int) -> int:
         """Bytes of the files under the tables (superseded ones too), counted up to `enough`."""
         total = 0
-        for root, _dirs, files in os.walk(self.root / "tables"):
-            for name in files:
-                with suppress(OSError):
-                    total += os.stat(os.path.join(root, name)).st_size
+        for _path, size in self.io.files((self.base / "tables").path):
+            total += size
             if total >= enough:
                 break
         return total

@@ -38,6 +38,7 @@ from replicator.events import DdlEvent, Event, Position, RowChange, tso_physical
 from replicator.faults import fault_point, fault_timer
 from replicator.sources.executor import check_row
 from replicator.sources.kafka import Record, Source
+from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +69,7 @@ class RunOptions:
     table_features: Profile = DEFAULT_PROFILE  # what new tables get (replicator/delta/features.py)
     apply_parallelism: int = DEFAULT_APPLY_PARALLELISM  # MERGEs of one step run at once (engine/schedule.py)
     reader: Reader = "driver"  # where records are read and decoded (engine/batch.py for "spark")
+    lease_seconds: float = DEFAULT_LEASE_SECONDS  # the writer lease's term (storage/lease.py)
 
 
 @dataclass
@@ -93,6 +95,10 @@ class RunSummary:
     tables: dict[str, TableCounts] = field(default_factory=dict)
     error: str | None = None
     invalid_text: InvalidText = field(default_factory=InvalidText)  # text decoded with U+FFFD
+    # the warehouse's own costs: state.json + step log writes, the writer lease's renewals
+    state_write_s: float = 0.0
+    lease_renewals: int = 0
+    lease_renew_s: float = 0.0
 
     @property
     def invalid_utf8(self) -> int:
@@ -124,6 +130,9 @@ class RunSummary:
             "tables": {k: {"upserts": v.upserts, "deletes": v.deletes} for k, v in sorted(self.tables.items())},
             "error": self.error,
             "invalid_utf8": self.invalid_utf8,
+            "state_write_s": round(self.state_write_s, 3),
+            "lease_renewals": self.lease_renewals,
+            "lease_renew_s": round(self.lease_renew_s, 3),
         }
 
     def render(self) -> str:
@@ -154,7 +163,7 @@ class Engine:
     def __init__(self, source: Source, options: RunOptions, spark: SparkSession | None = None) -> None:
         self.source = source
         self.options = options
-        self.warehouse = Warehouse(options.warehouse)
+        self.warehouse = Warehouse(options.warehouse, lease_seconds=options.lease_seconds)
         self._codec = codec_for(options.protocol)
         self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText())
         # The decoders report text they decoded with U+FFFD to the summary's counter.
@@ -194,7 +203,12 @@ class Engine:
             if self._stop:
                 loop.request_stop()
             display = _Display(self, loop, enabled=opts.progress)
-            loop.on_tick = display.update
+
+            def tick() -> None:
+                self.warehouse.fence()  # a follower that lost its lease stops even while idle
+                display.update()
+
+            loop.on_tick = tick
             try:
                 with display, _few_full_collections():
                     loop.run()
@@ -249,6 +263,9 @@ class Engine:
         s.watermark = loop.progress.applied_ts
         s.error = c.error
         s.rows, s.replays_dropped, s.already_applied = st.rows, st.replays_dropped, st.already_applied
+        s.state_write_s = self.warehouse.state_write_s
+        if self.warehouse.lease is not None:
+            s.lease_renewals, s.lease_renew_s = self.warehouse.lease.renewals, self.warehouse.lease.renew_seconds
 
     def _check_source(self, state: State) -> None:
         if state.source is None:
@@ -313,7 +330,9 @@ class WarehouseApplier:
                 from replicator.delta.merge import DeltaApplier
                 from replicator.delta.spark import get_spark
 
-                self._delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
+                delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
+                delta.fence = self.warehouse.fence  # every Delta statement: only while this run holds the lease
+                self._delta = delta
             return self._delta
 
     def warm_up(self) -> None:

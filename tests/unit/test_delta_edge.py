@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from replicator.binlog_apply import BinlogState, ColumnInfo, Position, TableInfo, save_state
-from replicator.delta.edge import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaEdge, atomic_write, is_conflict
+from replicator.delta.edge import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaEdge, is_conflict
 from replicator.delta.listing import list_tables
 from replicator.delta.typemap import spec_from_create
 from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import ConfigError
+from replicator.storage.local import atomic_write
 
 
 class Conf:
@@ -113,7 +114,7 @@ def test_listing_reads_both_catalogs(tmp_path: Path) -> None:
         tables=[_binlog_table(tmp_path, "s", "b"), _binlog_table(tmp_path, "s", "a"),
                 _binlog_table(tmp_path, "s", "gone", "dropped")]))
     root, rows = list_tables(tmp_path)
-    assert root == tmp_path.resolve()
+    assert root == str(tmp_path.resolve())
     assert [(r.table, r.source, r.applied_seq, r.applied_text()) for r in rows] == [
         ("a", "binlog", 3, "commit #3"), ("b", "binlog", 3, "commit #3")]
     spec = spec_from_create("CREATE TABLE k (id INT PRIMARY KEY)", "shop")

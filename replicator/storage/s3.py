@@ -1,0 +1,245 @@
+"""An S3 (or S3-compatible) bucket as a store, through boto3.
+
+A PUT replaces an object atomically (readers see the old or the new object), so `write` is one
+PUT. Conditional writes are S3's own: `If-None-Match: *` creates only if absent, `If-Match: <etag>`
+replaces only if unchanged; a store that answers 412 refused the condition. An unreachable store
+is retried for the storage retry budget, then the run stops naming the URL and the endpoint
+(never a credential).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from replicator.errors import StorageError
+from replicator.storage.fileio import FileIO, Versioned, scheme_of
+from replicator.storage.options import StorageOptions, storage_options
+
+log = logging.getLogger("replicator")
+T = TypeVar("T")
+
+_CLIENT_LOCK = threading.Lock()
+_shared: dict[tuple[object, ...], S3FileIO] = {}
+
+_CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken",
+                               "ExpiredToken", "InvalidClientTokenId", "AuthorizationHeaderMalformed"})
+_CONDITION_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
+
+
+def forget_clients() -> None:
+    """Drop the cached stores (the options changed)."""
+    with _CLIENT_LOCK:
+        _shared.clear()
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(bucket, key) of `s3a://bucket/key`."""
+    rest = url.split("://", 1)[1]
+    bucket, _, key = rest.partition("/")
+    return bucket, key
+
+
+class S3FileIO(FileIO):
+    def __init__(self, options: StorageOptions) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.options = options
+        config = Config(
+            s3={"addressing_style": "path" if options.use_path_style else "auto"},
+            retries={"mode": "standard", "max_attempts": 3},
+            connect_timeout=5, read_timeout=30,
+            # Checksums only where S3 requires them: S3-compatible stores differ in which of the
+            # newer flexible checksums they accept.
+            request_checksum_calculation="when_required", response_checksum_validation="when_required",
+        )
+        session = boto3.session.Session()
+        self.client: Any = session.client("s3", endpoint_url=options.endpoint,
+                                          region_name=options.region_or_default, config=config)
+
+    @classmethod
+    def shared(cls) -> S3FileIO:
+        """One client per set of options (boto3 clients are thread-safe)."""
+        options = storage_options()
+        key = (options.endpoint, options.use_path_style, options.region_or_default, options.retry_budget_s)
+        with _CLIENT_LOCK:
+            io = _shared.get(key)
+            if io is None:
+                io = _shared[key] = cls(options)
+            return io
+
+    def describe(self) -> str:
+        return f"the object store at {self.options.endpoint}" if self.options.endpoint else "Amazon S3"
+
+    # -- errors and retries ------------------------------------------------------------------------
+    def _call(self, url: str, what: str, run: Callable[[], T]) -> T:
+        """`run()`, retried while the store is unreachable (up to the retry budget); any other
+        failure becomes a StorageError naming the URL, the store and what to do."""
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectionError,
+            ConnectTimeoutError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
+
+        started: float | None = None
+        delay = 0.5
+        while True:
+            try:
+                return run()
+            except ClientError as exc:
+                raise self._client_error(exc, url, what) from None
+            except NoCredentialsError:
+                raise StorageError(
+                    f"cannot {what} {url}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run with an instance role") from None
+            except (ConnectionError, ConnectTimeoutError, ReadTimeoutError) as exc:
+                now = time.monotonic()
+                started = now if started is None else started
+                if now - started >= self.options.retry_budget_s:
+                    raise StorageError(
+                        f"cannot {what} {url}: {self.describe()} has been unreachable for "
+                        f"{now - started:.0f}s ({type(exc).__name__}); nothing was lost: run again once it is "
+                        "reachable (REPLICATOR_STORAGE_RETRY_BUDGET sets how long to wait)") from None
+                if delay == 0.5:
+                    log.warning("%s is unreachable (%s); retrying for up to %.0fs", self.describe(),
+                                type(exc).__name__, self.options.retry_budget_s)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except BotoCoreError as exc:
+                raise StorageError(f"cannot {what} {url} on {self.describe()}: {exc}") from None
+
+    def _client_error(self, exc: Any, url: str, what: str) -> StorageError:
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        bucket, _ = split_url(url)
+        if code == "NoSuchBucket":
+            return StorageError(f"cannot {what} {url}: bucket {bucket!r} does not exist on {self.describe()}; "
+                                "create it, or give another --warehouse")
+        if code in _CREDENTIAL_CODES or status == 403:
+            return StorageError(f"cannot {what} {url}: {self.describe()} refused the credentials ({code or status}); "
+                                "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the "
+                                "bucket's permissions")
+        return StorageError(f"cannot {what} {url} on {self.describe()}: {code or status} {err.get('Message', '')}"
+                            .rstrip())
+
+    @staticmethod
+    def _code(exc: Any) -> str:
+        return str(exc.response.get("Error", {}).get("Code", ""))
+
+    # -- FileIO ------------------------------------------------------------------------------------
+    def _get(self, url: str) -> tuple[bytes, str] | None:
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_url(url)
+
+        def get() -> tuple[bytes, str] | None:
+            try:
+                resp = self.client.get_object(Bucket=bucket, Key=key)
+            except ClientError as exc:
+                if self._code(exc) in ("NoSuchKey", "404"):
+                    return None
+                raise
+            return resp["Body"].read(), str(resp["ETag"])
+
+        return self._call(url, "read", get)
+
+    def read(self, path: str) -> bytes | None:
+        got = self._get(path)
+        return None if got is None else got[0]
+
+    def read_versioned(self, path: str) -> Versioned | None:
+        got = self._get(path)
+        return None if got is None else Versioned(*got)
+
+    def write(self, path: str, data: bytes) -> None:
+        bucket, key = split_url(path)
+        self._call(path, "write", lambda: self.client.put_object(Bucket=bucket, Key=key, Body=data))
+
+    def _conditional_put(self, path: str, data: bytes, **condition: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_url(path)
+
+        def put() -> str | None:
+            try:
+                resp = self.client.put_object(Bucket=bucket, Key=key, Body=data, **condition)
+            except ClientError as exc:
+                if self._code(exc) in _CONDITION_CODES or self._code(exc) in ("NoSuchKey", "404"):
+                    return None
+                raise
+            return str(resp["ETag"])
+
+        return self._call(path, "write", put)
+
+    def create(self, path: str, data: bytes) -> str | None:
+        return self._conditional_put(path, data, IfNoneMatch="*")
+
+    def replace(self, path: str, data: bytes, etag: str) -> str | None:
+        return self._conditional_put(path, data, IfMatch=etag)
+
+    def exists(self, path: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_url(path)
+        key = key.rstrip("/")
+
+        def probe() -> bool:
+            if key:
+                try:
+                    self.client.head_object(Bucket=bucket, Key=key)
+                    return True
+                except ClientError as exc:
+                    if self._code(exc) not in ("404", "NoSuchKey", "NotFound"):
+                        raise
+            resp = self.client.list_objects_v2(Bucket=bucket, Prefix=f"{key}/" if key else "", MaxKeys=1)
+            return bool(resp.get("KeyCount"))
+
+        return self._call(path, "look up", probe)
+
+    def _pages(self, path: str, **extra: Any) -> Iterator[dict[str, Any]]:
+        bucket, key = split_url(path)
+        prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, **extra}
+            if token:
+                args["ContinuationToken"] = token
+            resp: dict[str, Any] = self._call(path, "list", functools.partial(self.client.list_objects_v2, **args))
+            yield resp
+            token = resp.get("NextContinuationToken")
+            if not resp.get("IsTruncated") or not token:
+                return
+
+    def files(self, path: str) -> Iterator[tuple[str, int]]:
+        scheme = scheme_of(path)
+        bucket, _ = split_url(path)
+        for page in self._pages(path):
+            for obj in page.get("Contents", []):
+                yield f"{scheme}://{bucket}/{obj['Key']}", int(obj["Size"])
+
+    def children(self, path: str) -> list[str]:
+        names: set[str] = set()
+        for page in self._pages(path, Delimiter="/"):
+            for obj in page.get("Contents", []):
+                names.add(str(obj["Key"]).rsplit("/", 1)[-1])
+            for pre in page.get("CommonPrefixes", []):
+                names.add(str(pre["Prefix"]).rstrip("/").rsplit("/", 1)[-1])
+        names.discard("")
+        return sorted(names)
+
+    def remove_tree(self, path: str) -> None:
+        bucket, _ = split_url(path)
+        keys = [split_url(url)[1] for url, _ in self.files(path)]
+        for i in range(0, len(keys), 1000):
+            chunk = [{"Key": k} for k in keys[i:i + 1000]]
+            self._call(path, "remove", functools.partial(
+                self.client.delete_objects, Bucket=bucket, Delete={"Objects": chunk, "Quiet": True}))

@@ -1,0 +1,147 @@
+"""The storage layer on a local directory: conditional writes, the writer lease (taking, refusing,
+taking over, fencing) and the step log in both of its shapes (one appended file; segments, as on an
+object store). Object stores get the same checks against a real server in
+tests/integration/test_s3_warehouse.py and tests/reliability/test_object_store.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from replicator.delta.warehouse import Warehouse
+from replicator.errors import LeaseLostError, StateError
+from replicator.storage import Location, as_location, fileio_for, is_url, normalise_root
+from replicator.storage.lease import Holder, Lease, _boot_id
+from replicator.storage.local import LocalFileIO
+from replicator.storage.steplog import SEGMENT_RECORDS, StepLog
+
+
+class SegmentedIO(LocalFileIO):
+    """A local directory that cannot append: the step log takes its object-store shape."""
+
+    can_append = False
+
+
+def test_urls_and_roots(tmp_path: Path) -> None:
+    assert is_url("s3a://b/p") and is_url("abfss://c@a/p") and not is_url("/x") and not is_url("file:///x")
+    assert normalise_root("s3a://bucket/prefix/") == "s3a://bucket/prefix"
+    assert normalise_root(f"file://{tmp_path}") == str(tmp_path.resolve())
+    assert normalise_root(tmp_path / ".." / tmp_path.name) == str(tmp_path.resolve())
+    assert isinstance(fileio_for(tmp_path), LocalFileIO)
+    loc = as_location(tmp_path) / "a" / "b.json"
+    assert isinstance(loc, Location) and os.fspath(loc) == str(tmp_path / "a" / "b.json") and loc.name == "b.json"
+    assert not loc.exists()
+    loc.parent.mkdir(parents=True)
+    loc.io.write(loc.path, b"{}")
+    assert loc.exists() and loc.read_bytes() == b"{}" and loc.parent.exists()
+
+
+def test_conditional_writes(tmp_path: Path) -> None:
+    io, path = LocalFileIO(), str(tmp_path / "meta" / "lease.json")
+    first = io.create(path, b"one")
+    assert first is not None and io.create(path, b"two") is None
+    assert io.replace(path, b"three", "not-the-tag") is None and io.read(path) == b"one"
+    second = io.replace(path, b"three", first)
+    assert second is not None and second != first and io.read(path) == b"three"
+    assert io.replace(path, b"four", first) is None, "a stale tag must not replace"
+    got = io.read_versioned(path)
+    assert got is not None and got.etag == second
+    assert sorted(n for n in io.children(str(tmp_path / "meta")) if not n.endswith(".guard")) == ["lease.json"]
+
+
+def test_lease_refuses_a_live_holder_and_names_it(tmp_path: Path) -> None:
+    io, path = LocalFileIO(), str(tmp_path / "lease.json")
+    mine = Lease(io, path, seconds=30, what="warehouse W")
+    mine.acquire()
+    try:
+        other = Lease(io, path, seconds=30, what="warehouse W")
+        with pytest.raises(StateError, match=rf"warehouse W is in use by another replicator run \(host "
+                                             rf"{socket.gethostname()}, pid {os.getpid()}, since "):
+            other.acquire()
+        with pytest.raises(StateError, match="in use"):
+            other.acquire(wait=True, timeout=0.5)
+        mine.check()
+    finally:
+        mine.release()
+    again = Lease(io, path, seconds=30)
+    again.acquire()  # given back: taken at once
+    again.release()
+
+
+def test_a_dead_holder_here_is_taken_over_at_once_one_elsewhere_after_its_term(tmp_path: Path) -> None:
+    io, path = LocalFileIO(), str(tmp_path / "lease.json")
+    now = time.time()
+    dead = Holder("h1", socket.gethostname(), 2**22 + 12345, _boot_id(), now, now + 600)  # no such pid
+    io.write(path, dead.to_json())
+    lease = Lease(io, path, seconds=30)
+    lease.acquire()
+    lease.release()
+
+    elsewhere = Holder("h2", "another-host", os.getpid(), "other-boot", now, time.time() + 1.0)
+    io.write(path, elsewhere.to_json())
+    waiting = Lease(io, path, seconds=6)  # grace 1 s
+    with pytest.raises(StateError, match="host another-host"):
+        waiting.acquire()
+    waiting.acquire(wait=True, timeout=20)
+    assert time.time() >= elsewhere.expires_at + waiting.grace
+    waiting.release()
+
+
+def test_fencing_a_holder_whose_lease_was_taken_or_ran_out(tmp_path: Path) -> None:
+    io, path = LocalFileIO(), str(tmp_path / "lease.json")
+    lease = Lease(io, path, seconds=6)
+    lease.acquire()
+    try:
+        current = io.read_versioned(path)
+        assert current is not None
+        taker = Holder("taker", "another-host", 1, "", time.time(), time.time() + 60)
+        assert io.replace(path, taker.to_json(), current.etag) is not None
+        lease.renew()  # the renewal finds the lease changed under it
+        with pytest.raises(LeaseLostError, match="another replicator run took it over"):
+            lease.check()
+    finally:
+        lease.release()
+    holder = Holder.from_json(io.read(path) or b"")
+    assert holder is not None and holder.holder == "taker", "a lost lease is not given back over the taker"
+
+    paused = Lease(io, str(tmp_path / "other.json"), seconds=6)
+    paused.acquire()
+    paused._stop.set()  # no renewals: as if the process were paused
+    paused._expires_at = time.time() + 0.5  # within the margin of its term
+    with pytest.raises(LeaseLostError, match="without a renewal"):
+        paused.check()
+    paused.release()
+
+
+def test_warehouse_fence_is_a_no_op_for_readers(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    wh.fence()
+    with wh.locked():
+        wh.fence()
+        assert (tmp_path / "wh" / "_replicator" / "lease.json").exists()
+    wh.fence()
+
+
+@pytest.mark.parametrize("io", [LocalFileIO(), SegmentedIO()], ids=["appended", "segments"])
+def test_step_log_shapes(tmp_path: Path, io: LocalFileIO) -> None:
+    log = StepLog(io, str(tmp_path))
+    n = SEGMENT_RECORDS * 2 + 5
+    for step in range(1, n + 1):
+        log.append({"step": step, "hi": step * 10})
+    log.append({"step": n, "hi": -1})  # a step re-applied after a crash: its last record wins
+    fresh = StepLog(io, str(tmp_path))  # another process reads it back
+    records = fresh.records()
+    assert [r["step"] for r in records] == list(range(1, n + 1)) and records[-1]["hi"] == -1
+    if io.can_append:
+        assert (tmp_path / "windows.jsonl").exists() and not (tmp_path / "windows").exists()
+    else:
+        segments = sorted(p.name for p in (tmp_path / "windows").iterdir())
+        assert segments == [f"{0:012d}.jsonl", f"{SEGMENT_RECORDS + 1:012d}.jsonl",
+                            f"{2 * SEGMENT_RECORDS + 1:012d}.jsonl"]
+        fresh.append({"step": n + 1, "hi": 0})  # a new writer continues the last segment
+        assert len(sorted((tmp_path / "windows").iterdir())) == 3
+        assert [r["step"] for r in StepLog(io, str(tmp_path)).records()][-2:] == [n, n + 1]
