@@ -5,14 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CACHE := .cache
 KAFKA_PORT ?= 9092
+S3_PORT ?= 9000
 WAREHOUSE ?= ./warehouse
-export KAFKA_PORT
+export KAFKA_PORT S3_PORT
 
 .DEFAULT_GOAL := help
-.PHONY: help setup spark-jars kafka-jars jvm-archive proto test test-unit lint bench run kafka-up kafka-down cluster-up cluster-down notebook soak clean
+.PHONY: help setup spark-jars kafka-jars s3-jars jvm-archive proto test test-unit lint bench run kafka-up kafka-down s3-up s3-down cluster-up cluster-down notebook soak clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 # Quiet unless it fails: pip's and setuptools' output (the editable-install banner) goes to
 # .venv/install.log, printed in full when a step fails.
@@ -39,6 +40,14 @@ $(CACHE)/kafka-libs/.resolved: tools/kafka-broker/pom.xml
 		>$(CACHE)/mvn-kafka-libs.log 2>&1 || { cat $(CACHE)/mvn-kafka-libs.log; echo "mvn failed"; exit 1; }
 	@touch $@
 
+$(CACHE)/s3proxy-libs/.resolved: tools/s3proxy/pom.xml
+	@echo "resolving the S3Proxy classpath into $(CACHE)/s3proxy-libs"
+	@mkdir -p $(CACHE)
+	@mvn -q -B -f tools/s3proxy/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(CACHE)/s3proxy-libs \
+		>$(CACHE)/mvn-s3proxy-libs.log 2>&1 || { cat $(CACHE)/mvn-s3proxy-libs.log; echo "mvn failed"; exit 1; }
+	@touch $@
+
 # Hadoop's local file system without its per-file shell calls (tools/localfs/README.md): compiled with the
 # JDK's javac against the Hadoop API jar pyspark ships, so it needs nothing downloaded.
 LOCALFS_SRC := $(wildcard tools/localfs/src/replicator/localfs/*.java)
@@ -51,13 +60,14 @@ $(CACHE)/spark-jars/replicator-localfs.jar: $(LOCALFS_SRC) $(VENV)/.installed
 
 spark-jars: $(CACHE)/spark-jars/.resolved $(CACHE)/spark-jars/replicator-localfs.jar ## Delta jars from Maven Central + the local file system jar into .cache/spark-jars
 kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs
+s3-jars: $(CACHE)/s3proxy-libs/.resolved ## resolve the S3Proxy classpath (local S3-compatible server) into .cache/s3proxy-libs
 
 # The driver JVM's class archive (replicator/delta/jvm_archive.py): written once per installation by a
 # small replication (about a minute); quiet when it exists; a failure only warns.
 jvm-archive: $(VENV)/.installed spark-jars ## the driver JVM's class archive in .cache/jvm (faster Spark start)
 	@$(PY) -m replicator.delta.jvm_archive
 
-setup: $(VENV)/.installed spark-jars kafka-jars jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + JVM class archive
+setup: $(VENV)/.installed spark-jars kafka-jars s3-jars jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + JVM class archive
 
 proto: $(VENV)/.installed ## regenerate replicator/_proto from schemas/*.proto
 	bash tools/gen_proto.sh
@@ -84,6 +94,12 @@ kafka-up: setup ## start the local Kafka broker (KRaft) on 127.0.0.1:$KAFKA_PORT
 kafka-down: ## stop the local Kafka broker
 	@if [ -x $(PY) ]; then $(PY) -m replicator.sim.localkafka down; fi
 
+s3-up: setup ## start the local S3-compatible server (S3Proxy) on 127.0.0.1:$S3_PORT
+	@$(PY) -m replicator.sim.locals3 up --port $(S3_PORT)
+
+s3-down: ## stop the local S3-compatible server
+	@if [ -x $(PY) ]; then $(PY) -m replicator.sim.locals3 down; fi
+
 cluster-up: setup ## start a Spark standalone master + 2 workers on 127.0.0.1:$SPARK_MASTER_PORT; print the master URL
 	@$(PY) -m replicator.sim.localspark up
 
@@ -96,5 +112,5 @@ notebook: setup ## Jupyter Lab on notebooks/explore.ipynb (explores ./warehouse;
 soak: setup ## reliability scenarios at full size
 	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m reliability
 
-clean: kafka-down cluster-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
+clean: kafka-down s3-down cluster-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
 	rm -rf $(VENV) $(CACHE) state warehouse warehouse-craft build .pytest_cache .mypy_cache .ruff_cache .hypothesis

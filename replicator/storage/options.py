@@ -76,6 +76,7 @@ class StorageOptions:
         pass-through settings (the config file's `[spark]` table), which win."""
         conf = {
             "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
             "spark.hadoop.fs.s3a.aws.credentials.provider": S3A_CREDENTIALS,
             "spark.hadoop.fs.s3a.endpoint.region": self.region_or_default,
             "spark.hadoop.fs.s3a.path.style.access": str(self.use_path_style).lower(),
