@@ -61,6 +61,18 @@ def parse_bool(value: Any) -> bool:
 StrictBool = Annotated[bool, BeforeValidator(parse_bool)]
 
 
+def _spark_conf(value: Any) -> Any:
+    """The [spark] table: setting name -> value, scalars as Spark takes them (true, 200, 1.5)."""
+    if not isinstance(value, dict):
+        return value
+    def text(v: Any) -> Any:
+        if isinstance(v, bool):
+            return str(v).lower()
+        return str(v) if isinstance(v, str | int | float) else v  # anything else: pydantic says what is wrong
+
+    return {str(k): text(v) for k, v in value.items()}
+
+
 class ReplicatorSettings(BaseSettings):
     """The layered settings of `run`, `replay`, `tables` and `capture` (field name = flag name with '_')."""
 
@@ -102,7 +114,7 @@ class ReplicatorSettings(BaseSettings):
     storage_retry_budget: float = Field(default=DEFAULT_RETRY_BUDGET_S, gt=0)
     lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
     # Spark and Hadoop settings passed through as they are (the config file's [spark] table)
-    spark: dict[str, str] = Field(default_factory=dict)
+    spark: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(

@@ -205,3 +205,33 @@ def test_archives_are_read_by_the_driver(tmp_path: Path) -> None:
     archive.mkdir()
     code = main(["run", "--archive", str(archive), "--warehouse", str(tmp_path / "wh"), "--reader", "spark"])
     assert code == 2
+
+
+def test_object_store_settings_and_the_spark_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--s3-endpoint & co. layer like every setting; the config file's [spark] table passes Spark and
+    Hadoop settings through as they are (scalars as Spark writes them) and wins over the defaults."""
+    from replicator.storage.options import StorageOptions
+
+    config = tmp_path / "replicator.toml"
+    config.write_text('warehouse = "s3a://lake/cdc"\ns3-endpoint = "http://127.0.0.1:9000"\n'
+                      'lease_seconds = 30\n[spark]\n"spark.hadoop.fs.s3a.connection.maximum" = 200\n'
+                      '"spark.hadoop.fs.s3a.retry.limit" = "9"\n"spark.hadoop.fs.s3a.fast.upload" = true\n')
+    monkeypatch.setenv("REPLICATOR_S3_PATH_STYLE", "false")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    s = load_settings({}, config=str(config))
+    assert (s.warehouse, s.s3_endpoint, s.s3_path_style, s.lease_seconds) == (
+        "s3a://lake/cdc", "http://127.0.0.1:9000", False, 30.0)
+    opts = s.storage()
+    assert isinstance(opts, StorageOptions) and opts.region == "eu-west-3" and not opts.use_path_style
+    conf = opts.s3a_conf()
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-3"
+    assert conf["spark.hadoop.fs.s3a.connection.maximum"] == "200"
+    assert conf["spark.hadoop.fs.s3a.retry.limit"] == "9"  # the user's value wins over ours
+    assert conf["spark.hadoop.fs.s3a.fast.upload"] == "true"
+    assert load_settings({"s3_path_style": "yes"}).storage().use_path_style
+    assert StorageOptions(endpoint="http://x:1").use_path_style and not StorageOptions().use_path_style
+    with pytest.raises(ConfigError, match="--lease-seconds"):
+        load_settings({"lease_seconds": "0"})
