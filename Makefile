@@ -10,7 +10,7 @@ WAREHOUSE ?= ./warehouse
 export KAFKA_PORT S3_PORT
 
 .DEFAULT_GOAL := help
-.PHONY: help setup spark-jars kafka-jars s3-jars jvm-archive proto test test-unit lint bench run kafka-up kafka-down s3-up s3-down cluster-up cluster-down notebook soak clean
+.PHONY: help setup spark-jars kafka-jars s3-jars jvm-archive proto test test-unit lint bench run run-s3 kafka-up kafka-down s3-up s3-down cluster-up cluster-down notebook soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -87,6 +87,9 @@ bench: setup ## benchmarks -> bench/results.md + results.png (BENCH_ARGS="--even
 
 run: setup ## main job on the embedded default: local broker, simulated stream, ./warehouse
 	$(PY) -m replicator.sim.demo --warehouse $(WAREHOUSE)
+
+run-s3: setup ## make run into s3a://warehouse/demo on the local S3-compatible server (state/s3, port $S3_PORT; make s3-down stops it)
+	$(PY) -m replicator.sim.demo --s3
 
 kafka-up: setup ## start the local Kafka broker (KRaft) on 127.0.0.1:$KAFKA_PORT
 	@$(PY) -m replicator.sim.localkafka up --port $(KAFKA_PORT)

@@ -8,7 +8,8 @@ records the machine, the versions and the load average. Nothing is asserted: the
 (end-to-end rows/s at least half a plain Delta append's and 1.5x the Structured Streaming peer's;
 Craft decoding faster than Open Protocol, its case-0 decode under 15 µs; a MERGE into a 10x larger
 table at most 2x slower; 200 tables at least half the 10-table rate; follower lag p99 at most 10 s
-and not growing; driver RSS at most 2 GiB for the 1M-event run) are reported as met or not in
+and not growing; an s3a:// warehouse at least 0.6x a local one's rate; driver RSS at most 2 GiB for
+the 1M-event run) are reported as met or not in
 ``bench/results.md`` (plus ``bench/results.png``; the raw figures go to ``bench/results.json``,
 which git ignores).
 
@@ -30,11 +31,16 @@ Sections:
 8. follower lag: ``replicator run`` following a steady live input (500 row changes/s, a resolved
    event per partition every second); lag from commit ts to the MERGE's commit, p50/p99/max, flat
    or growing; stopped with SIGTERM.
+9. the Spark reader: ``--reader spark`` next to ``--reader driver`` on the same topics.
+10. object store: the same stream into a local warehouse and into an ``s3a://`` warehouse on a
+   local S3-compatible server the section starts (S3Proxy), alternating; row changes/s, s3 ÷
+   local, and each run's steps split into state writes, lease renewals and Delta's side.
 
 Modules: ``common`` (configuration, machine, timers), ``procs`` (RSS and CPU from /proc, the
 subprocesses' environment), one per section (``codecs``, ``e2e``, ``scale``, ``features``,
-``profiling``, ``peer``, ``tables``, ``follower``), ``sections`` (the registry: where sections are
-registered and run), ``report`` (markdown, chart, JSON), ``cli`` (``python -m bench``).
+``profiling``, ``peer``, ``tables``, ``follower``, ``reader``, ``objectstore``), ``sections`` (the
+registry: where sections are registered and run), ``report`` (markdown, chart, JSON), ``cli``
+(``python -m bench``).
 
 Run: ``make bench`` (``BENCH_ARGS="--events 100000"``) or ``python -m bench --help``.
 """
@@ -53,6 +59,7 @@ from bench.e2e import (
     step_counts,
     warehouse_files,
 )
+from bench.objectstore import bench_objectstore, finish_objectstore, object_store_access
 from bench.procs import RssSampler
 from bench.profiling import profile_engine
 from bench.report import render_chart, render_markdown, targets, write_outputs
@@ -70,13 +77,16 @@ __all__ = [
     "bench_codecs",
     "bench_crc",
     "bench_e2e",
+    "bench_objectstore",
     "bench_scale",
     "best_of",
     "case0_row",
     "consume_rate",
     "finish_e2e",
+    "finish_objectstore",
     "machine_info",
     "main",
+    "object_store_access",
     "parse_args",
     "produce_stream",
     "profile_engine",

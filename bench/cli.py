@@ -42,8 +42,9 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    "20,000 with --quick)")
     p.add_argument("--quick", action="store_true", help="short smoke run: fewer rounds, smaller workloads and tables")
     p.add_argument("--out", type=Path, default=Path("bench"), help="output directory (default bench/)")
-    p.add_argument("--protocols", default=",".join(PROTOCOLS),
-                   help=f"end-to-end protocols (default {','.join(PROTOCOLS)})")
+    p.add_argument("--protocols", default=None,
+                   help=f"end-to-end protocols (default {','.join(PROTOCOLS)}; the objectstore section: craft "
+                   "unless given)")
     p.add_argument("--sections", default=",".join(section_names()), help="which sections (default all)")
     p.add_argument("--scale-sizes", help="table sizes for the MERGE scale section (default 100000,1000000,10000000; "
                    "--quick: 100000,300000,1000000)")
@@ -67,6 +68,10 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    help="profile of the replicator's tables in the end-to-end runs (sets REPLICATOR_TABLE_FEATURES)")
     p.add_argument("--reader-sizes", default=None,
                    help="row changes per topic of the reader section (default 250000,1000000; --quick 20000,60000)")
+    p.add_argument("--objectstore-events", type=int, default=None,
+                   help="row changes of the objectstore section's stream (default: --events)")
+    p.add_argument("--objectstore-pairs", type=int, default=None,
+                   help="local / s3a:// run pairs of the objectstore section, alternating (default 2; --quick: 1)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
@@ -74,13 +79,19 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                       apply_parallelism=a.apply_parallelism, peer_max_offsets=a.peer_max_offsets,
                       follower_rate=a.follower_rate, follower_tables=a.follower_tables)
     cfg.events = a.events if a.events is not None else (20_000 if a.quick else 1_000_000)
-    cfg.protocols = tuple(x.strip() for x in a.protocols.split(",") if x.strip())
+    cfg.protocols = tuple(x.strip() for x in (a.protocols or ",".join(PROTOCOLS)).split(",") if x.strip())
+    # The object store's runs: Craft (the high-throughput protocol) unless --protocols names others.
+    cfg.objectstore_protocols = cfg.protocols if a.protocols else ("craft",)
+    cfg.objectstore_events = a.objectstore_events
+    cfg.objectstore_pairs = a.objectstore_pairs if a.objectstore_pairs is not None else (1 if a.quick else 2)
     cfg.sections = tuple(x.strip() for x in a.sections.split(",") if x.strip())
     if a.table_features:
         os.environ["REPLICATOR_TABLE_FEATURES"] = a.table_features
     unknown = set(cfg.sections) - set(section_names()) | set(cfg.protocols) - set(PROTOCOLS)
     if unknown:
         p.error(f"unknown section or protocol: {', '.join(sorted(unknown))}")
+    if cfg.objectstore_pairs < 1 or (cfg.objectstore_events is not None and cfg.objectstore_events < 1):
+        p.error("--objectstore-pairs and --objectstore-events must be >= 1")
     if "peer" in cfg.sections and "e2e" not in cfg.sections:
         p.error("--sections peer needs e2e too: the peer runs on the end-to-end topics, next to the replicator")
     if a.apply_parallelism is not None and not _run_has_flag("--apply-parallelism"):
@@ -125,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s bench %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("kafka").setLevel(logging.ERROR)
+    logging.getLogger("botocore").setLevel(logging.WARNING)  # the objectstore section's S3 client
     results = run(cfg, args)
     write_outputs(results, cfg)
     sys.stdout.write((cfg.out / "results.md").read_text())

@@ -36,8 +36,8 @@ class BenchConfig:
     tables: int = 10
     partitions: int = 3
     protocols: tuple[str, ...] = PROTOCOLS
-    sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "scale", "features",
-                                 "profile")  # names in bench.sections.SECTIONS
+    sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "scale",
+                                 "features", "profile")  # names in bench.sections.SECTIONS
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
@@ -59,6 +59,11 @@ class BenchConfig:
     follower_tables: int = 10
     # The Spark reader next to the driver reader: row changes per topic (driver RSS should stay flat).
     reader_sizes: tuple[int, ...] = (250_000, 1_000_000)
+    # The object store: the same stream replicated into a local warehouse and into an s3a:// one on a
+    # local S3-compatible server, alternating, `objectstore_pairs` times (row changes: None = `events`).
+    objectstore_events: int | None = None
+    objectstore_pairs: int = 2
+    objectstore_protocols: tuple[str, ...] = ("craft",)
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False

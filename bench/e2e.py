@@ -12,7 +12,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,15 +43,18 @@ def produce_stream(cfg: BenchConfig, bootstrap: str, protocol: str, events: int,
             "stats": sim.stats.to_json(), "expected": sim.expected}
 
 
-def run_replicator(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
-                   workdir: Path, *, extra: Sequence[str] = ()) -> dict[str, Any]:
+def run_replicator(bootstrap: str, topic: str, protocol: str, warehouse: Path | str, max_buffer_rows: int,
+                   workdir: Path, *, extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                   log_tag: str = "") -> dict[str, Any]:
     """`replicator run --until-caught-up` as a subprocess, its and its JVM's RSS sampled; `extra`:
-    more `run` arguments (`bench.common.run_args`)."""
+    more `run` arguments (`bench.common.run_args`); `warehouse`: a directory or an object-store URL
+    (`s3a://...`, with `env` pointing the subprocess at its store); `log_tag` tells apart the logs of
+    several runs of one topic."""
     cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
            "--protocol", protocol, "--warehouse", str(warehouse), "--until-caught-up", "--json-summary",
            "--max-buffer-rows", str(max_buffer_rows), *extra]
-    stderr_path = workdir / f"run-{topic}.log"
-    proc, out, wall, sampler = run_sampled(cmd, workdir, stderr_path)
+    stderr_path = workdir / f"run-{topic}{log_tag}.log"
+    proc, out, wall, sampler = run_sampled(cmd, workdir, stderr_path, env)
     if proc.returncode != 0:
         tail = stderr_path.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"replicator run exited {proc.returncode}:\n{tail}")

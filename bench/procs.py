@@ -6,7 +6,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -113,14 +113,16 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def run_sampled(cmd: Sequence[str], workdir: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], bytes, float,
-                                                                          RssSampler]:
-    """Run `cmd` from `workdir` (this checkout on PYTHONPATH), stderr to `log_path`, sampling its RSS and
-    CPU: (the finished process, its stdout, wall seconds, the sampler)."""
+def run_sampled(cmd: Sequence[str], workdir: Path, log_path: Path, env: Mapping[str, str] | None = None,
+                ) -> tuple[subprocess.Popen[bytes], bytes, float, RssSampler]:
+    """Run `cmd` from `workdir` (this checkout on PYTHONPATH, `env` on top of this process's environment),
+    stderr to `log_path`, sampling its RSS and CPU: (the finished process, its stdout, wall seconds, the
+    sampler)."""
     t0 = time.perf_counter()
     with open(log_path, "wb") as err:
         # cwd: an empty dir, so `-m` puts nothing unexpected on sys.path; PYTHONPATH: this checkout.
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=err, cwd=workdir, env=checkout_env())
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=err, cwd=workdir,
+                                env={**checkout_env(), **(env or {})})
         sampler = RssSampler(proc.pid)
         sampler.start()
         try:

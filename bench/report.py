@@ -57,6 +57,16 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
         out.append((f"{many['tables']} tables >= half the {few['tables']}-table rate ({tables['events']:,} changes)",
                     f"{tables['ratio']:.2f} ({_fmt(many['rows_per_s'])} vs {_fmt(few['rows_per_s'])} rows/s)",
                     tables["ratio"] >= 0.5))
+    objectstore = results.get("objectstore")
+    if objectstore:
+        from bench.objectstore import TARGET_RATIO
+
+        for protocol, res in objectstore["protocols"].items():
+            best = res["best"]
+            out.append((f"s3a:// warehouse rows/s >= {TARGET_RATIO:g}x a local warehouse's ({protocol}, "
+                        f"{objectstore['events']:,} changes, local S3-compatible server)",
+                        f"{res['ratio']:.2f}x ({_fmt(best['s3'])} vs {_fmt(best['local'])} row changes/s)",
+                        res["ratio"] >= TARGET_RATIO))
     follower = results.get("follower")
     if follower and follower["lag"].get("rows"):
         lag = follower["lag"]
@@ -105,7 +115,7 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     e2e, resources = _e2e_md(results, cfg)
     for block in (_codec_md(results), e2e, _scale_md(results), _features_md(results), resources,
                   _profile_md(results, cfg), _peer_md(results), _tables_md(results), _follower_md(results),
-                  _reader_md(results)):
+                  _reader_md(results), _objectstore_md(results)):
         lines += block
     notes = results.get("notes")
     if notes:
@@ -485,6 +495,67 @@ def _reader_md(results: dict[str, Any]) -> list[str]:
               "", f"One executor core decodes **{_fmt(d['rows_per_core_s'])} row changes/s** "
                   f"({d['rows']:,} row changes of {d['records']:,} records in {d['cpu_s']:.1f} s CPU, the executors' "
                   "decode function timed in the bench process)."]
+    return lines
+
+
+def _objectstore_md(results: dict[str, Any]) -> list[str]:
+    """## 10. Object store: a local warehouse vs an s3a:// one."""
+    o = results.get("objectstore")
+    if not o:
+        return []
+    from bench.objectstore import TARGET_RATIO
+
+    lines = [
+        "",
+        "## 10. Object store: a local warehouse vs an `s3a://` warehouse",
+        "",
+        f"The same simulated stream ({o['events']:,} row changes, {o['tables']} tables, {o['partitions']} partitions) "
+        "replicated by `replicator run --until-caught-up` (a subprocess) into a local warehouse and into an "
+        f"`s3a://` warehouse on a local S3-compatible server (S3Proxy over a local directory, {o['endpoint']}, "
+        "started by the section), alternating local / s3a:// "
+        f"{o['pairs']} time(s), each run into a warehouse of its own. The s3a:// run reaches the store as a user's "
+        "would: Delta through Hadoop's s3a file system, the replicator's own state (state.json, the step log in "
+        "segments, the writer lease) through its S3 client with conditional writes. What it measures is the "
+        "object-store path's own cost on one machine (requests, no rename, listings, the lease), not a network's: "
+        f"the target is an s3a:// rate of at least {TARGET_RATIO:g}x the local one (best run of each). Cost split "
+        "from each run's JSON summary: state writes (`state_write_s`: state.json and the step log, on each step's "
+        "path), the lease's renewals (`lease_renewals` / `lease_renew_s`, a background thread) and Delta's side "
+        "(the engine's wall time, `elapsed_s`, minus those two: reading, MERGEs and commits, Spark's start-up), "
+        "per step.",
+    ]
+    for protocol, res in o["protocols"].items():
+        runs = res["runs"]
+        lines += [
+            "",
+            f"{protocol}:",
+            "",
+            "| | " + " | ".join(f"{r['target']} #{r['pair']}" for r in runs) + " |",
+            "| --- | " + " | ".join("---:" for _ in runs) + " |",
+        ]
+
+        def row(label: str, fn: Callable[[dict[str, Any]], str], runs: list[dict[str, Any]] = runs,
+                lines: list[str] = lines) -> None:
+            lines.append(f"| {label} | " + " | ".join(fn(r) for r in runs) + " |")
+
+        row("wall time (process)", lambda r: f"{r['run']['wall_s']:.1f} s")
+        row("**row changes/s**", lambda r: f"**{_fmt(r['rows_per_s'])}**")
+        row("steps", lambda r: str(r["costs"]["steps"]))
+        row("engine wall time (`elapsed_s`)", lambda r: f"{r['costs']['engine_s']:.1f} s")
+        row("state writes: total / per step",
+            lambda r: f"{r['costs']['state_write_s']:.2f} s / {r['costs']['state_write_per_step_s'] * 1000:.0f} ms")
+        row("lease renewals / their time",
+            lambda r: f"{r['costs']['lease_renewals']} / {r['costs']['lease_renew_s'] * 1000:.0f} ms")
+        row("Delta's side per step", lambda r: f"{r['costs']['rest_per_step_s']:.2f} s")
+        row("peak RSS: Python driver / JVM",
+            lambda r: f"{_mib(r['run']['driver_peak_rss'])} / {_mib(r['run']['jvm_peak_rss'])}")
+        row("result equals the simulator's expected tables",
+            lambda r: "not checked" if "verified" not in r else ("yes" if r["verified"] else "NO"))
+        lines += ["", f"s3a:// ÷ local ({protocol}, best of {o['pairs']} each): **{res['ratio']:.2f}x** "
+                      f"({_fmt(res['best']['s3'])} vs {_fmt(res['best']['local'])} row changes/s)."]
+        for r in runs:
+            if r.get("diffs"):
+                lines += ["", f"First differences ({protocol} {r['target']} #{r['pair']}): "
+                              + "; ".join(f"`{d}`" for d in r["diffs"][:5])]
     return lines
 
 

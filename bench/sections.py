@@ -41,9 +41,11 @@ if TYPE_CHECKING:
 class Context:
     """What a section's phase gets: the configuration, the results so far, a scratch directory, the
     broker's bootstrap address ("" until a section needing it has started it), in the
-    ``with_spark`` phase the bench's Spark session, and ``shared``: what one section hands another
-    that does not belong in the results (e.g. the simulator's expected tables of the end-to-end
-    streams, which the peer is checked against)."""
+    ``with_spark`` phase the bench's Spark session, ``shared``: what one section hands another
+    (or its own later phase) that does not belong in the results (e.g. the simulator's expected
+    tables of the end-to-end streams, which the peer is checked against), and ``stack``: closed at
+    the end of the run, after every phase (also when one fails), for what a section holds across its
+    phases (the objectstore section's S3 server)."""
 
     cfg: BenchConfig
     results: dict[str, Any]
@@ -51,6 +53,7 @@ class Context:
     bootstrap: str = ""
     spark_session: SparkSession | None = None
     shared: dict[str, Any] = field(default_factory=dict)
+    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @property
     def spark(self) -> SparkSession:
@@ -120,6 +123,27 @@ def _reader_finish(ctx: Context) -> None:
     finish_reader(ctx.spark, ctx.results["reader"])
 
 
+def _objectstore(ctx: Context) -> None:
+    from bench.objectstore import bench_objectstore
+    from replicator.sim.locals3 import LocalS3
+
+    # Under the scratch dir, tied to this process (it dies with the bench), stopped at the end of the run:
+    # the with_spark phase checks the s3a:// warehouses on it.
+    server = LocalS3(ctx.scratch / "s3", detach=False)
+    ctx.stack.callback(server.stop)
+    server.start()
+    log.info("objectstore: S3-compatible server at %s (ready in %.1f s)", server.endpoint, server.ready_seconds or 0.0)
+    ctx.shared["objectstore_server"] = server
+    ctx.results["objectstore"] = bench_objectstore(ctx.cfg, ctx.bootstrap, ctx.scratch, server)
+    ctx.results["objectstore"]["server_ready_s"] = server.ready_seconds
+
+
+def _objectstore_finish(ctx: Context) -> None:
+    from bench.objectstore import finish_objectstore
+
+    finish_objectstore(ctx.spark, ctx.results["objectstore"], ctx.shared["objectstore_server"])
+
+
 def _scale(ctx: Context) -> None:
     ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
 
@@ -147,14 +171,16 @@ SECTIONS: tuple[Section, ...] = (
     Section("follower", "8: follower lag", needs_broker=True, before_spark=_follower, with_spark=_follower_finish),
     Section("reader", "9: the Spark reader (read and decode on executors) vs the driver reader", needs_broker=True,
             before_spark=_reader, with_spark=_reader_finish),
+    Section("objectstore", "10: object store (a local warehouse vs an s3a:// one on a local S3-compatible server)",
+            needs_broker=True, before_spark=_objectstore, with_spark=_objectstore_finish),
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
     Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The
-sections whose runs are subprocesses (e2e, peer, tables, follower, reader) come first: their ``before_spark``
-phases run while the bench's own JVM is not up to compete with them."""
+sections whose runs are subprocesses (e2e, peer, tables, follower, reader, objectstore) come first:
+their ``before_spark`` phases run while the bench's own JVM is not up to compete with them."""
 
 
 def section_names() -> tuple[str, ...]:
@@ -179,7 +205,7 @@ def run_sections(cfg: BenchConfig, results: dict[str, Any]) -> None:
     session are started only if a selected section needs them, and always stopped."""
     selected = [s for s in SECTIONS if s.name in cfg.sections]
     with _scratch(cfg.keep) as scratch, contextlib.ExitStack() as stack:
-        ctx = Context(cfg, results, scratch)
+        ctx = Context(cfg, results, scratch, stack=stack)
 
         def ensure_broker() -> None:
             if not ctx.bootstrap:

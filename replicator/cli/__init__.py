@@ -23,7 +23,7 @@ from replicator.errors import ReplicatorError
 log = logging.getLogger("replicator")
 
 #: Loggers of libraries that are chatty at INFO: quiet unless -v.
-NOISY_LOGGERS = ("kafka", "py4j", "pyspark")
+NOISY_LOGGERS = ("kafka", "py4j", "pyspark", "botocore", "boto3", "urllib3", "s3transfer")
 
 
 def build_parser() -> argparse.ArgumentParser:

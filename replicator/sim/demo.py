@@ -10,6 +10,12 @@ topic into an archive (``state/demo/archive``) to show the replay-beyond-retenti
 Re-running is safe: every run uses new topic names (older demo topics are deleted) and recreates
 the two demo warehouses (only directories that are replicator warehouses are ever removed). The
 broker is left running for the commands printed at the end; ``make kafka-down`` stops it.
+
+``--s3`` runs the same demo into an object store: the local S3-compatible server
+(``replicator.sim.locals3``, S3Proxy under ``state/s3``, port $S3_PORT or 9000; reused when it
+runs, left running like the broker, ``make s3-down`` stops it), this process pointed at it (its
+AWS environment and ``REPLICATOR_S3_ENDPOINT``, which Spark's JVM inherits), and the warehouses
+``s3a://warehouse/demo`` and ``s3a://warehouse/demo-craft``; checked as the local ones are.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ import datetime as dt
 import logging
 import os
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -28,38 +33,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replicator.errors import ConfigError, ReplicatorError
+from replicator.sim.localkafka.process import port_free
+from replicator.storage import as_location, is_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from replicator.engine.pipeline import RunSummary
+    from replicator.sim.locals3 import LocalS3
     from replicator.sim.simcheck import ActualTable
 
 log = logging.getLogger("replicator.sim.demo")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_STATE = REPO_ROOT / "state" / "demo"
+DEFAULT_S3_STATE = REPO_ROOT / "state" / "s3"  # replicator.sim.locals3's default (`make s3-up` / `make s3-down`)
 TOPIC_PREFIX = "replicator-demo-"
 PROTOCOLS = ("open", "craft")
 # Every mid-stream DDL is a barrier that splits the stream into one more MERGE per table; this
 # subset shows schema evolution (new column, type widening, truncate) while keeping `make run`
 # to a few minutes on two cores. `--ddl auto` runs every kind this build applies.
 DEMO_DDL = ("create_schema", "add_column", "modify_column", "truncate")
+LOCAL_WAREHOUSE = "./warehouse"
+S3_WAREHOUSE = "s3a://warehouse/demo"  # --s3 (the local server's default bucket)
 
 
 def say(text: str = "") -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def ensure_broker(port: int) -> str:
@@ -72,13 +73,55 @@ def ensure_broker(port: int) -> str:
         say(f"kafka   local broker already running on {running.bootstrap}{note}")
         return running.bootstrap
     wanted: int | None = port
-    if not _port_free(port):
+    if not port_free(port):
         say(f"kafka   port {port} is taken by another program: starting the local broker on a free port instead")
         wanted = None
     handle = localkafka.start(localkafka.DEFAULT_STATE_DIR, wanted)
     say(f"kafka   started the local broker on {handle.bootstrap} (pid {handle.pid}, ready in "
         f"{handle.ready_seconds or 0:.1f}s; data in {handle.state_dir})")
     return handle.bootstrap
+
+
+def ensure_s3(port: int, state_dir: Path | str) -> LocalS3:
+    """The local S3-compatible server of `state_dir`, starting it when it is not running (on
+    `port`, or a free one when another program holds that)."""
+    from replicator.sim import locals3
+
+    running = locals3.status(state_dir)
+    if running is not None:
+        note = "" if running.port == port else f" (not {port}: it was started on that port earlier)"
+        say(f"s3      local S3-compatible server already running on {running.endpoint}{note}")
+        return running
+    wanted: int | None = port
+    if not port_free(port):
+        say(f"s3      port {port} is taken by another program: starting the local S3-compatible server on a free "
+            "port instead")
+        wanted = None
+    handle = locals3.start(state_dir, wanted)
+    say(f"s3      started the local S3-compatible server on {handle.endpoint} (pid {handle.pid}, ready in "
+        f"{handle.ready_seconds or 0:.1f}s; data in {handle.data_dir})")
+    return handle
+
+
+def use_s3(server: LocalS3, warehouses: Sequence[str]) -> None:
+    """Point this process (its storage options, and the environment Spark's JVM and any subprocess
+    inherit) at `server`, and create the warehouses' buckets on it (a no-op for existing ones)."""
+    from replicator.storage import StorageOptions, configure
+    from replicator.storage.s3 import split_url
+
+    os.environ.update(server.env())
+    configure(StorageOptions.from_env())
+    for url in warehouses:
+        server.create_bucket(split_url(url)[0])
+
+
+def twin(warehouse: str, suffix: str) -> str:
+    """The warehouse next to `warehouse` named with `suffix`: a sibling directory, or a sibling
+    prefix of an object-store URL."""
+    if is_url(warehouse):
+        return f"{warehouse.rstrip('/')}-{suffix}"
+    path = Path(warehouse)
+    return str(path.parent / f"{path.name}-{suffix}")
 
 
 def delete_old_demo_topics(bootstrap: str, keep: Sequence[str]) -> list[str]:
@@ -99,8 +142,18 @@ def delete_old_demo_topics(bootstrap: str, keep: Sequence[str]) -> list[str]:
         admin.close()
 
 
-def recreate_warehouse(path: Path) -> None:
-    """Remove a previous demo warehouse; refuse to touch a directory that is not a warehouse."""
+def recreate_warehouse(path: Path | str) -> None:
+    """Remove a previous demo warehouse; refuse to touch a directory (or an object-store prefix)
+    that is not a warehouse."""
+    if is_url(path):
+        location = as_location(path)
+        if location.exists():
+            if not (location / "_replicator").exists():
+                raise ConfigError(f"{location} holds objects and is not a replicator warehouse; remove them or pass "
+                                  "--warehouse")
+            location.io.remove_tree(location.path)
+        return
+    path = Path(path)
     if path.exists():
         is_warehouse = (path / "_replicator").is_dir()
         if not is_warehouse and any(path.iterdir()):
@@ -108,7 +161,7 @@ def recreate_warehouse(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def replicate(spark: SparkSession, bootstrap: str, topic: str, protocol: str, warehouse: Path) -> RunSummary:
+def replicate(spark: SparkSession, bootstrap: str, topic: str, protocol: str, warehouse: Path | str) -> RunSummary:
     from replicator.engine.pipeline import Engine, RunOptions
     from replicator.sources.kafka import KafkaSettings, KafkaSource
 
@@ -149,17 +202,24 @@ def capture_archive(bootstrap: str, topic: str, directory: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from replicator.delta.spark import get_spark, plan_jit
+    from replicator.delta.spark import get_spark, plan_jit, use_storage
     from replicator.sim.simcheck import compare_tables, read_warehouse
     from replicator.sim.simulate import SimConfig, Simulation, produce
 
     started = time.monotonic()
     console = Console(width=None if sys.stdout.isatty() else 140)
-    warehouse = Path(args.warehouse)
-    warehouses = {"open": warehouse, "craft": warehouse.parent / f"{warehouse.name}-craft"}
+    warehouse: str = args.warehouse or (S3_WAREHOUSE if args.s3 else LOCAL_WAREHOUSE)
+    if args.s3 and not warehouse.startswith("s3a://"):
+        raise ConfigError(f"--s3 replicates into the local S3-compatible server: --warehouse must be an s3a:// URL "
+                          f"(default {S3_WAREHOUSE}), not {warehouse}")
+    warehouses = {"open": warehouse, "craft": twin(warehouse, "craft")}
     protocols = [p for p in PROTOCOLS if p in args.protocols.split(",")]
     if not protocols:
         raise ConfigError("--protocols must name open and/or craft")
+    s3 = None
+    if args.s3:  # before anything reaches the store, and before Spark's JVM starts (it inherits the environment)
+        s3 = ensure_s3(args.s3_port, args.s3_state_dir)
+        use_s3(s3, [warehouses[p] for p in protocols])
     for p in protocols:
         recreate_warehouse(warehouses[p])
 
@@ -200,6 +260,8 @@ def run(args: argparse.Namespace) -> int:
     say(f"expected final tables: {state}/expected-<protocol>.json")
 
     spark = spark_start.result()
+    if s3 is not None:
+        use_storage(spark)  # a session started before (a test's) reaches the server too
     failures = 0
     for p in protocols:
         t0 = time.monotonic()
@@ -228,9 +290,19 @@ def run(args: argparse.Namespace) -> int:
     say()
     say(f"done in {time.monotonic() - started:.0f}s.")
     say("next:")
-    say(f"  make notebook                      explore {warehouse} in Jupyter (notebooks/explore.ipynb)")
+    default_s3 = Path(args.s3_state_dir).resolve() == DEFAULT_S3_STATE.resolve()
+    s3_dir = "" if default_s3 else f" --state-dir {args.s3_state_dir}"
+    if s3 is not None:
+        say(f'  eval "$(.venv/bin/python -m replicator.sim.locals3 up{s3_dir})"      the server\'s environment for the '
+            "commands below (it is running: this only prints it)")
+        say(f"  REPLICATOR_WAREHOUSE={warehouse} make notebook      explore {warehouse} in Jupyter")
+    else:
+        say(f"  make notebook                      explore {warehouse} in Jupyter (notebooks/explore.ipynb)")
     if "craft" in protocols:
-        say(f"  make notebook WAREHOUSE={warehouses['craft']}      the Craft warehouse")
+        if s3 is not None:
+            say(f"  REPLICATOR_WAREHOUSE={warehouses['craft']} make notebook      the Craft warehouse")
+        else:
+            say(f"  make notebook WAREHOUSE={warehouses['craft']}      the Craft warehouse")
     say(f"  .venv/bin/replicator tables --warehouse {warehouse}")
     if "open" in protocols:
         say(f"  .venv/bin/replicator run --bootstrap-servers {bootstrap} --topic {topics['open']} --protocol open "
@@ -242,12 +314,17 @@ def run(args: argparse.Namespace) -> int:
         "      # your own workload")
     if not args.bootstrap_servers:
         say("  make kafka-down                    stop the local Kafka broker (left running for the commands above)")
+    if s3 is not None:
+        down = f".venv/bin/python -m replicator.sim.locals3 down{s3_dir}" if s3_dir else "make s3-down"
+        say(f"  {down:<34} stop the local S3-compatible server (left running as well)")
     return 1 if failures else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m replicator.sim.demo", description=__doc__.split("\n\n")[0])
-    p.add_argument("--warehouse", default="./warehouse", help="Open Protocol warehouse (craft: <warehouse>-craft)")
+    p.add_argument("--warehouse", default=None,
+                   help=f"Open Protocol warehouse (craft: <warehouse>-craft; default {LOCAL_WAREHOUSE}, with --s3 "
+                   f"{S3_WAREHOUSE})")
     p.add_argument("--events", type=int, default=20_000, help="row changes to simulate (default 20000)")
     p.add_argument("--seed", type=int, default=1, help="simulator seed (default 1)")
     p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
@@ -258,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=int(os.environ.get("KAFKA_PORT") or 9092),
                    help="local broker port (default $KAFKA_PORT or 9092)")
     p.add_argument("--bootstrap-servers", help="use this running broker instead of the local one (tests)")
+    p.add_argument("--s3", action="store_true",
+                   help=f"replicate into the local S3-compatible server (started under --s3-state-dir unless running): "
+                   f"{S3_WAREHOUSE} and {S3_WAREHOUSE}-craft")
+    p.add_argument("--s3-port", type=int, default=int(os.environ.get("S3_PORT") or 9000),
+                   help="local S3-compatible server port (default $S3_PORT or 9000)")
+    p.add_argument("--s3-state-dir", default=str(DEFAULT_S3_STATE),
+                   help="the local S3-compatible server's settings, log and data (default state/s3)")
     p.add_argument("--skip-capture", action="store_true", help="do not capture the topic into an archive")
     p.add_argument("--state-dir", default=str(DEMO_STATE), help=f"expected files and archive (default {DEMO_STATE})")
     p.add_argument("-v", "--verbose", action="store_true", help="progress logging and Spark's start-up output")

@@ -40,9 +40,7 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -54,7 +52,8 @@ from pathlib import Path
 from types import TracebackType
 
 from replicator.errors import ReplicatorError
-from replicator.sim.localkafka.process import env_port, free_ports, pid_alive, state_dir_lock
+from replicator.sim.localkafka.config import java_executable
+from replicator.sim.localkafka.process import env_port, free_ports, pid_alive, port_free, state_dir_lock
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -103,26 +102,6 @@ def resolve_libs(libs_dir: Path | str | None = None) -> Path:
         raise LocalS3Error(f"S3Proxy jars not found in {libs}: run `make s3-jars` (or point ${LIBS_ENV} at a "
                            "directory holding them)")
     return libs
-
-
-def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").is_file():
-        return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        raise LocalS3Error("`java` not found on PATH and $JAVA_HOME is not set: S3Proxy needs Java 17+")
-    return found
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through $http_proxy
@@ -294,16 +273,16 @@ class LocalS3:
             return self
 
     def _launch_ready(self, last_port: int | None, deadline: float) -> None:
-        libs, java = resolve_libs(self.libs_dir), _java()
+        libs, java = resolve_libs(self.libs_dir), java_executable(LocalS3Error, "S3Proxy")
         (self.state_dir / "conf").mkdir(parents=True, exist_ok=True)
         (self.state_dir / "conf" / "logback.xml").write_text(_LOGBACK)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.bucket:
             self.create_bucket(self.bucket)
         explicit = self._wanted_port
-        if explicit is not None and not _port_free(explicit):
+        if explicit is not None and not port_free(explicit):
             raise LocalS3Error(f"port {HOST}:{explicit} is already in use by another process")
-        want = explicit if explicit is not None else (last_port if last_port and _port_free(last_port) else None)
+        want = explicit if explicit is not None else (last_port if last_port and port_free(last_port) else None)
         for _attempt in range(_MAX_ATTEMPTS):
             port = want if want is not None else free_ports(1)[0]
             conf = self.state_dir / "s3proxy.conf"

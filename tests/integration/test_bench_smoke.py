@@ -2,10 +2,13 @@
 `make test`): every section's measuring code runs, the replicated result is verified, and the
 report and chart are written. The replicator, the Structured Streaming peer and the follower run
 in-process here (the bench runs them as subprocesses to sample their memory and, for the follower,
-to stop it with SIGTERM); the RSS sampler is checked on a small child of its own."""
+to stop it with SIGTERM); the objectstore section uses the tests' shared S3-compatible server instead
+of one of its own; the RSS sampler is checked on a small child of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import threading
@@ -19,12 +22,14 @@ import pytest
 import bench
 from bench.features import bench_features
 from bench.follower import bench_follower, finish_follower
+from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
 from bench.reader import bench_reader, finish_reader
 from bench.tables import bench_tables, finish_tables
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.helpers import run_engine
+from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -66,12 +71,14 @@ class InProcessFollower:
                 "driver_peak_rss": 0, "jvm_peak_rss": 0}
 
 
-def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_server: S3Server, tmp_path: Path) -> None:
     cfg = bench.BenchConfig(events=200, tables=2, partitions=2, protocols=("craft",),
                             sections=("codec", "e2e", "peer", "tables", "follower", "scale"),
                             scale_sizes=(2_000, 4_000), scale_repeat=1, scale_changes=500, workload_events=200,
                             tables_counts=(1, 2), tables_events=150, follower_seconds=3.0, follower_rate=40,
-                            follower_tables=2, reader_sizes=(150,), out=tmp_path / "out", quick=True)
+                            follower_tables=2, reader_sizes=(150,), objectstore_events=150, objectstore_pairs=1,
+                            out=tmp_path / "out", quick=True)
+    env_before = {k: os.environ.get(k) for k in s3_server.env()}
 
     def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
                    workdir: Path) -> dict[str, Any]:
@@ -106,12 +113,27 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
                 "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
 
     results["reader"] = bench_reader(cfg, kafka_bootstrap, tmp_path, runner=reader_in_process)
+
+    def objectstore_in_process(bootstrap: str, topic: str, protocol: str, warehouse: str, max_buffer_rows: int,
+                               workdir: Path, server: S3Target | None) -> dict[str, Any]:
+        # This process on the server for an s3a:// run, as the bench's subprocess gets its environment.
+        with object_store_access(spark, server) if server is not None else contextlib.nullcontext():
+            t0 = time.perf_counter()
+            summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol,  # type: ignore[arg-type]
+                                 max_buffer_rows=max_buffer_rows)
+            wall = time.perf_counter() - t0
+        return {"wall_s": wall, "summary": summary.to_json(), "driver_peak_rss": 0, "jvm_peak_rss": 0,
+                "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+
+    results["objectstore"] = bench_objectstore(cfg, kafka_bootstrap, tmp_path, s3_server,
+                                               runner=objectstore_in_process)
     expected = {p: r["stream"]["expected"] for p, r in results["e2e"].items()}
     bench.finish_e2e(spark, results["e2e"], tmp_path)
     finish_peer(spark, results["peer"], expected)
     finish_tables(spark, results["tables"])
     finish_follower(spark, results["follower"])
     finish_reader(spark, results["reader"])
+    finish_objectstore(spark, results["objectstore"], s3_server)
     results["scale"] = bench.bench_scale(spark, cfg, tmp_path)
     results["features"] = bench_features(spark, tmp_path, repeat=1, sizes=())
     results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
@@ -138,18 +160,31 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_pat
     assert follower["lag"]["rows"] == follower["rows_sent"] >= 120  # 40 row changes/s for 3 s
     reader = results["reader"]["sizes"]["150"]
     assert all(r["verified"] for r in reader["runs"].values()) and results["reader"]["decode"]["rows"] > 0
+    objectstore = results["objectstore"]["protocols"]["craft"]
+    runs = objectstore["runs"]
+    assert [(r["target"], r["pair"]) for r in runs] == [("local", 1), ("s3", 1)]
+    assert runs[1]["warehouse"].startswith("s3a://warehouse/") and not runs[0]["warehouse"].startswith("s3a:")
+    assert all(r["verified"] for r in runs), [r["diffs"] for r in runs]
+    for r in runs:  # the cost split adds up: state writes + lease renewals + Delta's side = the engine's time
+        c = r["costs"]
+        assert c["steps"] >= 1 and c["state_write_s"] > 0 and c["rest_s"] > 0
+        assert c["state_write_s"] + c["lease_renew_s"] + c["rest_s"] == pytest.approx(c["engine_s"])
+    assert objectstore["ratio"] > 0 and set(objectstore["best"]) == {"local", "s3"}
+    assert {k: os.environ.get(k) for k in s3_server.env()} == env_before, "the environment is restored"
     md = (cfg.out / "results.md").read_text()
     headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## Table features",
                 "## 4. Resources", "## 6. The peer", "## 7. Many tables", "## 8. Follower lag",
-                "## 9. The Spark reader")
+                "## 9. The Spark reader", "## 10. Object store")
     at = [md.find(heading) for heading in headings]
     assert -1 not in at and at == sorted(at), at  # every block, in the report's order
+    assert "s3a:// warehouse rows/s >= 0.6x a local warehouse's (craft" in md
     assert (cfg.out / "results.png").stat().st_size > 10_000
 
 
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
-    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "scale", "features", "profile"]
+    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "scale", "features",
+                     "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -157,6 +192,13 @@ def test_sections_are_registered_in_one_place() -> None:
     full = bench.parse_args([])
     assert (full.tables_counts, full.tables_events, full.follower_seconds) == ((10, 200), 100_000, 180.0)
     assert full.apply_parallelism is None and bench.run_args(full) == []
+    # The object store: Craft unless --protocols names others; alternating pairs, one with --quick.
+    assert (full.objectstore_protocols, full.objectstore_pairs, full.objectstore_events) == (("craft",), 2, None)
+    assert (quick.objectstore_protocols, quick.objectstore_pairs) == (("craft",), 1)
+    assert bench.parse_args(["--protocols", "open,craft"]).objectstore_protocols == ("open", "craft")
+    assert bench.parse_args(["--objectstore-events", "5000", "--objectstore-pairs", "3"]).objectstore_events == 5000
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--objectstore-pairs", "0"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--sections", "codec,nonsense"])
     with pytest.raises(SystemExit):  # the peer runs on the end-to-end topics

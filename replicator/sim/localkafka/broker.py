@@ -33,10 +33,10 @@ from replicator.sim.localkafka.process import (
     _kill_and_wait,
     _launch,
     _port_accepting,
-    _port_free,
     _wait_ready,
     free_ports,
     pid_alive,
+    port_free,
     state_dir_lock,
 )
 
@@ -114,12 +114,12 @@ def start(
         # stay "auto": if they are taken, other free ones are picked.
         want_port, want_ctl = port, controller_port
         last_port, last_ctl = meta.get("port"), meta.get("controller_port")
-        if want_port is None and isinstance(last_port, int) and last_port != controller_port and _port_free(last_port):
+        if want_port is None and isinstance(last_port, int) and last_port != controller_port and port_free(last_port):
             want_port = last_port
-        if want_ctl is None and isinstance(last_ctl, int) and last_ctl != want_port and _port_free(last_ctl):
+        if want_ctl is None and isinstance(last_ctl, int) and last_ctl != want_port and port_free(last_ctl):
             want_ctl = last_ctl
         for name, explicit in (("port", port), ("controller port", controller_port)):
-            if explicit is not None and not _port_free(explicit):
+            if explicit is not None and not port_free(explicit):
                 raise LocalKafkaError(f"{name} {HOST}:{explicit} is already in use by another process")
 
         format_seconds: float | None = None

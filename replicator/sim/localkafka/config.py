@@ -90,15 +90,20 @@ def resolve_libs(libs_dir: Path | str | None = None) -> Path:
     return libs
 
 
-def _java() -> str:
-    """Prefer $JAVA_HOME/bin/java like Kafka's own scripts, else java on PATH."""
+def java_executable(error: type[ReplicatorError] = ReplicatorError, needed_by: str = "Kafka 4.x") -> str:
+    """Prefer $JAVA_HOME/bin/java like Kafka's own scripts, else java on PATH; `error` names the
+    service that needs it (the local broker, the local S3 server)."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").is_file():
         return str(Path(java_home) / "bin" / "java")
     found = shutil.which("java")
     if found is None:
-        raise LocalKafkaError("`java` not found on PATH and $JAVA_HOME is not set: Kafka 4.x needs Java 17+")
+        raise error(f"`java` not found on PATH and $JAVA_HOME is not set: {needed_by} needs Java 17+")
     return found
+
+
+def _java() -> str:
+    return java_executable(LocalKafkaError)
 
 
 # ---------------------------------------------------------------------------------------------- config
