@@ -18,6 +18,7 @@ from replicator.sim.localspark import ClusterHandle, master_state, start, status
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import assert_model_state, cli_env, stream_records, tail
+from tests.s3_fixtures import S3Server
 from tests.streamgen import generate
 
 pytestmark = pytest.mark.integration
@@ -95,3 +96,26 @@ def test_spark_reader_on_the_cluster_equals_the_driver_reader(cluster: ClusterHa
     for i in range(2):
         apps = sorted((cluster.state_dir / f"work-{i}").glob("app-*"), key=lambda p: p.stat().st_mtime)
         assert apps and list(apps[-1].glob("*/stderr")), f"worker {i} ran no executor"
+
+
+def test_spark_reader_on_the_cluster_into_an_object_store(cluster: ClusterHandle, kafka_bootstrap: str, spark: Any,
+                                                          s3_store: S3Server) -> None:
+    """`--reader spark` on the workers' executors into an `s3a://` warehouse: the executors write the
+    Delta files to the store themselves (credentials reach them through the run's environment)."""
+    from replicator.sim.simcheck import check_warehouse
+    from replicator.sim.simulate import SimConfig, Simulation
+
+    sim = Simulation(SimConfig(protocol="craft", seed=63, events=600, partitions=2, tables=3, ddl="auto"))
+    topic = new_topic(kafka_bootstrap, 2)
+    produce(kafka_bootstrap, topic, list(sim.messages()))
+    url = s3_store.warehouse_url("cluster")
+    log = Path(cluster.state_dir) / "s3-run.log"
+    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+           "--protocol", "craft", "--warehouse", url, "--until-caught-up", "--reader", "spark"]
+    with log.open("wb") as err:
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, timeout=600,
+                              env=cli_env(**s3_store.env(), REPLICATOR_SPARK_MASTER=cluster.master_url))
+    assert done.returncode == 0, tail(log)
+    assert check_warehouse(spark, url, sim.expected) == []
+    apps = sorted((cluster.state_dir / "work-0").glob("app-*"), key=lambda p: p.stat().st_mtime)
+    assert apps and list(apps[-1].glob("*/stderr")), "no executor ran the run"
