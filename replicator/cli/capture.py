@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from replicator.cli.common import add_config, settings_from
+from replicator.cli.common import add_config, add_store_access, settings_from
 from replicator.cli.settings import CaptureCommand, ReplicatorSettings, defaults
 
 
@@ -15,7 +15,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("capture", help="archive a topic's records into rotating framed files")
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
     p.add_argument("--topic", help="topic to capture")
-    p.add_argument("--out", required=True, metavar="DIR", help="archive directory")
+    p.add_argument("--out", required=True, metavar="DIR|URL",
+                   help="archive directory, or object-store prefix such as s3a://bucket/prefix (files staged "
+                        "locally, each put as one object once complete)")
     p.add_argument("--protocol", choices=["open", "craft"],
                    help="recorded in each archived record (default: detected from the first record's key)")
     start = p.add_mutually_exclusive_group()
@@ -27,6 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
                    help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
                         f"(default {defaults(ReplicatorSettings)['kafka_retry_budget']:g})")
+    add_store_access(p)
     add_config(p)
     p.set_defaults(handler=lambda ns: capture(CaptureCommand(
         settings=settings_from(ns), out=ns.out, from_earliest=ns.from_earliest, from_offsets=ns.from_offsets)))
@@ -37,6 +40,7 @@ def capture(cmd: CaptureCommand) -> int:
     from replicator.sources.capture import CaptureOptions
     from replicator.sources.capture import capture as run_capture
     from replicator.sources.kafka import parse_offsets
+    from replicator.storage import is_url
 
     s = cmd.settings
     topic = s.require("topic")
@@ -48,7 +52,7 @@ def capture(cmd: CaptureCommand) -> int:
     summary = run_capture(CaptureOptions(
         bootstrap_servers=s.require("bootstrap_servers"),
         topic=topic,
-        out=Path(cmd.out),
+        out=cmd.out if is_url(cmd.out) else Path(cmd.out),
         protocol=s.protocol,
         start=start,
         until_caught_up=s.until_caught_up,

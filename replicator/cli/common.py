@@ -33,6 +33,12 @@ def add_storage(p: argparse.ArgumentParser) -> None:
     """--warehouse and how to reach its store (each also REPLICATOR_<FLAG> and a --config key)."""
     p.add_argument("--warehouse", help="warehouse: a directory, or an object-store URL such as s3a://bucket/prefix "
                                        "(Delta tables + replicator state)")
+    add_store_access(p)
+
+
+def add_store_access(p: argparse.ArgumentParser) -> None:
+    """How to reach an object store (each also REPLICATOR_<FLAG> and a --config key): for commands
+    whose paths may be URLs (`capture --out`, `archive inspect`) and, with --warehouse, `add_storage`."""
     p.add_argument("--s3-endpoint", metavar="URL",
                    help="endpoint of an S3-compatible store (e.g. http://127.0.0.1:9000); credentials come from the "
                         "standard AWS sources (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE, roles)")

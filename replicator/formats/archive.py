@@ -7,7 +7,10 @@ frame, one ``Record`` frame per Kafka record and, in a rotated file, a final ``A
 frame naming the next file's sequence number. See ``schemas/FRAMING.md``.
 
 Files are named ``archive-NNNNNN.rcf`` (NNNNNN = sequence number, 6 digits or more) inside one
-directory. This module only knows files and frames: no Kafka or Spark import.
+directory, or one key prefix of an object store (``s3a://bucket/prefix``): the readers take URLs
+too, each object read whole through the store's `FileIO` (an archive file is at most about
+``rotate_bytes``); the writer here writes local files only (objects: ``archive_store.py``).
+This module only knows files and frames: no Kafka or Spark import.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, cast, overload
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
@@ -28,6 +31,7 @@ from replicator import __version__
 from replicator._proto import archive_pb2
 from replicator.errors import DecodeError, FrameError, TruncatedFrameError
 from replicator.formats.framing import Frame, FrameReader, PathLike, encode_frame, fsync_dir, scan
+from replicator.storage import Location, fileio_for, is_url
 
 ARCHIVE_START_TAG = 0x11
 ARCHIVE_CHAIN_TAG = 0x12
@@ -47,6 +51,9 @@ _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 _UINT32_MAX = (1 << 32) - 1
 
+ArchiveFile = Path | Location
+"""An archive file: a local path, or an object in a store (read whole through its `FileIO`)."""
+
 
 def archive_file_name(sequence: int) -> str:
     """File name of the archive file with this sequence number (``archive-000001.rcf``)."""
@@ -61,14 +68,59 @@ def archive_sequence(path: PathLike) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def list_archive_files(directory: PathLike) -> list[Path]:
-    """The archive files of a directory in sequence order (other files are ignored)."""
+@overload
+def list_archive_files(directory: Location) -> list[Location]: ...
+
+
+@overload
+def list_archive_files(directory: Path) -> list[Path]: ...
+
+
+@overload
+def list_archive_files(directory: PathLike) -> list[Path] | list[Location]: ...
+
+
+def list_archive_files(directory: PathLike) -> list[Path] | list[Location]:
+    """The archive files of a directory, or of an object-store prefix (a URL or a `Location`:
+    the objects directly below it), in sequence order (other files are ignored)."""
+    if isinstance(directory, Location) or is_url(directory):
+        where = archive_location(directory)
+        objects = sorted((seq, name) for name in where.io.children(where.path)
+                         if (seq := archive_sequence(name)) is not None)
+        return [where / name for _, name in objects]
     found: list[tuple[int, Path]] = []
     for entry in Path(directory).iterdir():
         seq = archive_sequence(entry)
         if seq is not None and entry.is_file():
             found.append((seq, entry))
     return [p for _, p in sorted(found)]
+
+
+def archive_location(url: PathLike) -> Location:
+    """An object-store URL (or a `Location`) as a `Location` in its store, without a trailing slash."""
+    if isinstance(url, Location):
+        return url
+    text = os.fspath(url).rstrip("/")
+    return Location(fileio_for(text), text)
+
+
+def archive_path(path: PathLike) -> ArchiveFile:
+    """A path as the readers take it: a `Location` for a URL, else a local `Path`."""
+    if isinstance(path, Location) or is_url(path):
+        return archive_location(path)
+    return Path(path)
+
+
+def frame_reader(path: ArchiveFile | PathLike, *, check_crc: bool = True) -> FrameReader:
+    """The frames of one archive file: streamed from a local file, or from an object read whole
+    (errors name the URL)."""
+    if isinstance(path, Location) or is_url(path):
+        where = archive_location(path)
+        data = where.io.read(where.path)
+        if data is None:
+            raise DecodeError("archive file not found", where=where.path)
+        return FrameReader(data, name=where.path, check_crc=check_crc)
+    return FrameReader(path, check_crc=check_crc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,18 +166,31 @@ class ArchiveWriter:
         rotate_bytes: int = DEFAULT_ROTATE_BYTES,
         creator: str = f"replicator {__version__}",
         repair: bool = False,
+        continue_at: tuple[int, int] | None = None,
+        on_rotate: Callable[[Path, Path], None] | None = None,
     ) -> None:
+        """``continue_at`` = (sequence, previous): start at this sequence number, its ``ArchiveStart``
+        naming ``previous``, in a directory holding no archive files (a staging directory whose
+        files are kept elsewhere). ``on_rotate(completed, new)`` runs after each rotation, once the
+        completed file has its Chain and the new one its ``ArchiveStart``, both durable."""
         if rotate_bytes <= 0:
             raise ValueError(f"rotate_bytes must be positive, got {rotate_bytes}")
         self.directory = Path(directory)
         self.rotate_bytes = rotate_bytes
         self.creator = creator
+        self.on_rotate = on_rotate
         self.directory.mkdir(parents=True, exist_ok=True)
-        previous = self._check_previous_session(repair)
+        if continue_at is None:
+            previous = self._check_previous_session(repair)
+            sequence = previous + 1
+        else:
+            if list_archive_files(self.directory):
+                raise ValueError(f"{self.directory} already holds archive files")
+            sequence, previous = continue_at
         self._file: BinaryIO | None = None
         self._records = 0
         self._size = 0
-        self.sequence = previous + 1
+        self.sequence = sequence
         self._file, self._size = self._create(self.sequence, previous)
 
     def _check_previous_session(self, repair: bool) -> int:
@@ -236,6 +301,13 @@ class ArchiveWriter:
         old.close()
         self._file, self._size, self._records = new, new_size, 0
         self.sequence = old_seq + 1
+        if self.on_rotate is not None:
+            self.on_rotate(self.directory / archive_file_name(old_seq), self.path)
+
+    @property
+    def records(self) -> int:
+        """Records in the file currently written to."""
+        return self._records
 
     def flush(self) -> None:
         """Make everything written so far durable (flush + fsync)."""
@@ -268,11 +340,16 @@ def _parse(msg_type: type[Message], frame: Frame, where: str) -> Any:
     return msg
 
 
-def _expand(paths: PathLike | Iterable[PathLike]) -> list[Path]:
+def archive_files(paths: PathLike | Iterable[PathLike]) -> list[ArchiveFile]:
+    """Files and directories (or object-store prefixes) to the archive files they name, in order;
+    DecodeError for a path that does not exist or a directory without archive files."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    out: list[Path] = []
+    out: list[ArchiveFile] = []
     for p in paths:
+        if isinstance(p, Location) or is_url(p):
+            out.extend(_expand_url(archive_location(p)))
+            continue
         path = Path(p)
         if path.is_dir():
             files = list_archive_files(path)
@@ -286,9 +363,31 @@ def _expand(paths: PathLike | Iterable[PathLike]) -> list[Path]:
     return out
 
 
+def _expand_url(where: Location) -> list[Location]:
+    files = list_archive_files(where)
+    if files:
+        return files
+    if where.io.children(where.path):
+        raise DecodeError("no archive files (archive-NNNNNN.rcf) under this prefix", where=where.path)
+    if where.exists():
+        return [where]
+    raise DecodeError("archive file not found", where=where.path)
+
+
+def _key(path: ArchiveFile) -> ArchiveFile:
+    """What identifies a file among those read: the resolved local path, or the URL."""
+    return path.resolve() if isinstance(path, Path) else path
+
+
+def _same_directory(a: ArchiveFile, b: ArchiveFile) -> bool:
+    if isinstance(a, Path) and isinstance(b, Path):
+        return a.parent.resolve() == b.parent.resolve()
+    return isinstance(a, Location) and isinstance(b, Location) and a.parent == b.parent
+
+
 @dataclass(slots=True)
 class _Read:
-    path: Path
+    path: ArchiveFile
     sequence: int
     chain: archive_pb2.ArchiveChain | None
     chain_offset: int
@@ -303,12 +402,12 @@ def read_archive(paths: PathLike | Iterable[PathLike]) -> Iterator[ArchivedRecor
     (``ArchiveStart.previous``). Records before a corrupt frame are yielded, then the error
     is raised with the file name and byte offset: nothing at or after it is ever yielded.
     """
-    queue = deque(_expand(paths))
-    visited: set[Path] = set()
+    queue: deque[ArchiveFile] = deque(archive_files(paths))
+    visited: set[ArchiveFile] = set()
     before: _Read | None = None
     while queue:
         path = queue.popleft()
-        real = path.resolve()
+        real = _key(path)
         if real in visited:
             continue
         visited.add(real)
@@ -317,9 +416,9 @@ def read_archive(paths: PathLike | Iterable[PathLike]) -> Iterator[ArchivedRecor
         before = current
         if current.chain is not None:
             nxt = path.parent / archive_file_name(current.chain.next)
-            if queue and queue[0].resolve() == nxt.resolve():
+            if queue and _key(queue[0]) == _key(nxt):
                 continue
-            if nxt.resolve() in visited:
+            if _key(nxt) in visited:
                 raise DecodeError(
                     f"archive chains to {nxt.name}, which was already read (chain loop or files "
                     "given out of order)",
@@ -336,7 +435,7 @@ def read_archive(paths: PathLike | Iterable[PathLike]) -> Iterator[ArchivedRecor
 
 
 def _read_file(
-    path: Path, before: _Read | None, expected_seq: int | None
+    path: ArchiveFile, before: _Read | None, expected_seq: int | None
 ) -> Generator[ArchivedRecord, None, _Read]:
     """Yield one file's records; return what the next file is checked against (generator return)."""
     where = str(path)
@@ -344,7 +443,7 @@ def _read_file(
     chain: archive_pb2.ArchiveChain | None = None
     chain_offset = 0
     records = 0
-    for frame in FrameReader(path):
+    for frame in frame_reader(path):
         if chain is not None:
             raise FrameError("frame after the ArchiveChain frame", offset=frame.offset, where=where)
         if start is None:
@@ -397,7 +496,7 @@ def _read_file(
 
 
 def _check_start(
-    start: archive_pb2.ArchiveStart, path: Path, offset: int, before: _Read | None, expected_seq: int | None
+    start: archive_pb2.ArchiveStart, path: ArchiveFile, offset: int, before: _Read | None, expected_seq: int | None
 ) -> None:
     where = str(path)
     if start.format_version != FORMAT_VERSION:
@@ -416,7 +515,7 @@ def _check_start(
     if (
         before is not None
         and start.previous != 0
-        and before.path.parent.resolve() == path.parent.resolve()
+        and _same_directory(before.path, path)
         and start.previous != before.sequence
     ):
         raise DecodeError(
@@ -463,7 +562,7 @@ def inspect(path: PathLike) -> Iterator[dict[str, Any]]:
     """
     tags = _all_tags()
     where = os.fspath(path)
-    for frame in FrameReader(path, check_crc=False):
+    for frame in frame_reader(path, check_crc=False):
         name, msg_type = tags.get(frame.tag, (f"unknown({frame.tag:#04x})", None))
         entry: dict[str, Any] = {
             "file": where,

@@ -17,10 +17,9 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from replicator.errors import ConfigError, DecodeError, FrameError, KafkaSourceError, TruncatedFrameError
-from replicator.formats.archive import ArchivedRecord, read_archive
+from replicator.formats.archive import ArchivedRecord, ArchiveFile, archive_path, read_archive
 from replicator.sources.kafka import Record
 
 log = logging.getLogger(__name__)
@@ -96,7 +95,8 @@ def _as_list(paths: PathLike | Iterable[PathLike]) -> list[PathLike]:
 
 
 class ArchiveSource:
-    """``Source`` over archive files and/or directories (read in sequence order, following Chains).
+    """``Source`` over archive files and/or directories (read in sequence order, following Chains),
+    local or in an object store (URLs: each object is read whole, once per pass).
 
     Records before a partition's start position are skipped, and so is any record whose offset
     is not above the last one delivered for its partition: overlapping captures (a capture
@@ -104,7 +104,7 @@ class ArchiveSource:
     """
 
     def __init__(self, paths: PathLike | Iterable[PathLike], *, poll_max_records: int = 5000) -> None:
-        self.paths: list[Path] = [Path(p) for p in _as_list(paths)]
+        self.paths: list[ArchiveFile] = [archive_path(p) for p in _as_list(paths)]  # URLs: objects in a store
         self.poll_max_records = poll_max_records
         self.scan = scan_archive(self.paths)
         self.name = self.scan.topic

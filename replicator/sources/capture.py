@@ -12,15 +12,22 @@ not durably archived. ``--until-caught-up`` stops at the end offsets seen at sta
 capture follows the topic until SIGINT/SIGTERM, then flushes, commits and prints its summary.
 A capture killed mid-write leaves a partial final frame: the next capture into the same
 directory cuts it off (it was never acknowledged) and re-captures that record.
+
+``--out`` may be an object-store URL (``s3a://bucket/prefix``): files are staged locally and each is
+put in the store as one object once complete (at rotation and at the end of the session;
+``formats/archive_store.py``), and only records in the store are acknowledged: the group's offsets
+and the resume points both come from what the store holds, so a capture killed before an upload
+loses nothing (those records are captured again).
 """
 
 from __future__ import annotations
 
 import logging
+import posixpath
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,12 +39,16 @@ from replicator.errors import ConfigError, DecodeError
 from replicator.formats.archive import (
     DEFAULT_ROTATE_BYTES,
     RECORD_TAG,
+    ArchiveFile,
     ArchiveWriter,
     archive_file_name,
+    frame_reader,
     list_archive_files,
 )
+from replicator.formats.archive_store import StagedArchiveWriter
 from replicator.formats.framing import FrameReader, fsync_dir, scan
 from replicator.sources.kafka import CAPTURE_HINTS, KafkaSettings, KafkaSource
+from replicator.storage import is_url
 
 log = logging.getLogger("replicator.sources.capture")
 
@@ -48,7 +59,7 @@ OPEN_KEY_PREFIX = b"\x00" * 7 + b"\x01"  # Open Protocol keys start with the 8-b
 class CaptureOptions:
     bootstrap_servers: str
     topic: str
-    out: Path
+    out: Path | str  # a directory, or an object-store URL (s3a://bucket/prefix)
     protocol: str | None = None  # None: detected from the first record
     start: Literal["resume", "earliest"] | Mapping[int, int] = "resume"
     until_caught_up: bool = False
@@ -72,10 +83,11 @@ class PartitionCapture:
 @dataclass
 class CaptureSummary:
     topic: str
-    out: Path
+    out: Path | str
     protocol: str | None
     partitions: dict[int, PartitionCapture] = field(default_factory=dict)
-    files: list[Path] = field(default_factory=list)
+    files: list[Path] | list[str] = field(default_factory=list)  # local files, or the objects put (URLs)
+    file_sizes: dict[str, int] = field(default_factory=dict)  # of the objects put
     elapsed_s: float = 0.0
     stopped: str = "caught up"
     repaired: str | None = None
@@ -97,8 +109,11 @@ class CaptureSummary:
                 lines.append(f"  partition {p}: no new records (at offset {pc.start}: {pc.origin})")
         lines.append(f"  files ({len(self.files)}):")
         for f in self.files:
-            size = f.stat().st_size if f.exists() else 0
-            lines.append(f"    {f.name}  {size / 1e6:.2f} MB")
+            if isinstance(f, Path):
+                name, size = f.name, f.stat().st_size if f.exists() else 0
+            else:
+                name, size = posixpath.basename(f), self.file_sizes.get(f, 0)
+            lines.append(f"    {name}  {size / 1e6:.2f} MB")
         return "\n".join(lines)
 
 
@@ -107,14 +122,19 @@ def detect_protocol(key: bytes | None) -> str:
     return "open" if key is not None and key[:8] == OPEN_KEY_PREFIX else "craft"
 
 
-def archive_resume_points(directory: Path, topic: str, partitions: set[int]) -> tuple[dict[int, int], str | None]:
+def archive_resume_points(directory: Path | str, topic: str, partitions: set[int], *,
+                          files: Sequence[ArchiveFile] | None = None,
+                          read: Mapping[ArchiveFile, bytes] | None = None) -> tuple[dict[int, int], str | None]:
     """Offset after the last archived record per partition (newest files first, stopping once every
-    partition is found), and the archived protocol. Refuses a directory archiving another topic."""
+    partition is found), and the archived protocol. Refuses a directory archiving another topic.
+    `files`: the directory's archive files when already listed; `read`: files already read whole."""
     found: dict[int, int] = {}
     protocol: str | None = None
-    for path in reversed(list_archive_files(directory)):
+    known = read or {}
+    for path in reversed(files if files is not None else list_archive_files(directory)):
         try:
-            for frame in FrameReader(path):
+            frames = FrameReader(known[path], name=str(path)) if path in known else frame_reader(path)
+            for frame in frames:
                 if frame.tag != RECORD_TAG:
                     continue
                 rec = archive_pb2.Record()
@@ -182,20 +202,21 @@ class Capture:
             if isinstance(o.start, Mapping) and set(o.start) - set(parts):
                 raise ConfigError(f"--from-offsets names partitions {sorted(set(o.start) - set(parts))} that topic "
                                   f"{o.topic!r} does not have")
-            existing = o.out.exists() and bool(list_archive_files(o.out))
-            if existing:
-                last = list_archive_files(o.out)[-1]
-                tail = scan(last).truncated
-                if tail is not None:
-                    summary.repaired = (f"{last.name} ended in a partial frame at byte {tail.byte_offset} (a capture "
-                                        "killed mid-write); cut off, its record is captured again")
-                    log.warning("%s", summary.repaired)
-            writer = ArchiveWriter(o.out, rotate_bytes=o.rotate_bytes, creator=f"replicator {__version__} capture",
-                                   repair=True)
+            writer: ArchiveWriter | StagedArchiveWriter
+            if isinstance(o.out, str) and is_url(o.out):
+                writer = StagedArchiveWriter(o.out, rotate_bytes=o.rotate_bytes,
+                                             creator=f"replicator {__version__} capture")
+                existing = bool(writer.existing)
+                if writer.reused:
+                    summary.repaired = (f"{writer.reused} held no records (a capture stopped before completing it); "
+                                        "this session writes it")
+            else:
+                out = Path(o.out)
+                existing = out.exists() and bool(list_archive_files(out))
+                writer = self._local_writer(out, summary, existing)
             first_seq = writer.sequence
             try:
-                resume, archived_protocol = (archive_resume_points(o.out, o.topic, set(parts)) if existing
-                                             else ({}, None))
+                resume, archived_protocol = self._resume_points(writer, set(parts)) if existing else ({}, None)
                 if summary.protocol is None:
                     summary.protocol = archived_protocol
                 elif archived_protocol is not None and archived_protocol != summary.protocol:
@@ -214,18 +235,42 @@ class Capture:
                     self._loop(source, writer, summary)
             finally:
                 writer.close()
-                summary.files = [o.out / archive_file_name(s) for s in range(first_seq, writer.sequence + 1)]
-                if not summary.records and writer.sequence == first_seq:
-                    # Nothing new (e.g. a scheduled capture): leave no empty file; the next session
-                    # takes this sequence number again.
-                    summary.files[0].unlink(missing_ok=True)
-                    fsync_dir(o.out)
-                    summary.files = []
-            self._commit(source, summary)
+                if isinstance(writer, StagedArchiveWriter):
+                    summary.files, summary.file_sizes = list(writer.files), dict(writer.sizes)
+                else:
+                    local = [writer.directory / archive_file_name(s) for s in range(first_seq, writer.sequence + 1)]
+                    summary.files = local
+                    if not summary.records and writer.sequence == first_seq:
+                        # Nothing new (e.g. a scheduled capture): leave no empty file; the next session
+                        # takes this sequence number again.
+                        local[0].unlink(missing_ok=True)
+                        fsync_dir(writer.directory)
+                        summary.files = []
+            self._commit(source, summary, writer)
         finally:
             source.close()
         summary.elapsed_s = time.monotonic() - started
         return summary
+
+    def _local_writer(self, out: Path, summary: CaptureSummary, existing: bool) -> ArchiveWriter:
+        if existing:
+            last = list_archive_files(out)[-1]
+            tail = scan(last).truncated
+            if tail is not None:
+                summary.repaired = (f"{last.name} ended in a partial frame at byte {tail.byte_offset} (a capture "
+                                    "killed mid-write); cut off, its record is captured again")
+                log.warning("%s", summary.repaired)
+        return ArchiveWriter(out, rotate_bytes=self.options.rotate_bytes,
+                             creator=f"replicator {__version__} capture", repair=True)
+
+    def _resume_points(self, writer: ArchiveWriter | StagedArchiveWriter,
+                       parts: set[int]) -> tuple[dict[int, int], str | None]:
+        """Where the archive's records end, per partition, and its protocol."""
+        o = self.options
+        if isinstance(writer, StagedArchiveWriter):
+            read: dict[ArchiveFile, bytes] = dict([writer.last_object]) if writer.last_object else {}
+            return archive_resume_points(o.out, o.topic, parts, files=writer.existing, read=read)
+        return archive_resume_points(writer.directory, o.topic, parts)
 
     def _start_for(self, p: int, resume: Mapping[int, int], committed: Mapping[int, int],
                    earliest: int) -> tuple[int, str]:
@@ -240,7 +285,8 @@ class Capture:
             return committed[p], f"committed offset of group {self.options.group_id}"
         return earliest, "earliest retained offset"
 
-    def _loop(self, source: KafkaSource, writer: ArchiveWriter, summary: CaptureSummary) -> None:
+    def _loop(self, source: KafkaSource, writer: ArchiveWriter | StagedArchiveWriter,
+              summary: CaptureSummary) -> None:
         o = self.options
         parts = summary.partitions
         end = source.end_offsets_at_start()
@@ -269,16 +315,23 @@ class Capture:
             now = time.monotonic()
             if unflushed and (unflushed >= o.flush_records or now - last_flush >= o.flush_interval_s):
                 writer.flush()  # durable before the group offsets say so
-                self._commit(source, summary)
+                self._commit(source, summary, writer)
                 unflushed, last_flush = 0, now
             if o.until_caught_up and source.caught_up():
                 summary.stopped = "caught up"
                 return
         summary.stopped = "stopped by signal"
 
-    def _commit(self, source: KafkaSource, summary: CaptureSummary) -> None:
-        """Best effort: the group's offsets are for lag tooling and for captures into a new directory."""
-        if self.options.group_id:
+    def _commit(self, source: KafkaSource, summary: CaptureSummary,
+                writer: ArchiveWriter | StagedArchiveWriter) -> None:
+        """Best effort: the group's offsets are for lag tooling and for captures into a new directory.
+        Only what is durable: a local archive is flushed before; in an object store, what was put."""
+        if not self.options.group_id:
+            return
+        if isinstance(writer, StagedArchiveWriter):
+            if writer.durable:
+                source.commit(dict(writer.durable))
+        else:
             source.commit({p: pc.last + 1 for p, pc in summary.partitions.items() if pc.records})
 
 
