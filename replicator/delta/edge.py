@@ -80,11 +80,10 @@ class DeltaEdge:
         try:
             return self.spark.sql(statement).collect()
         except Exception as exc:
-            failure = storage_failure(exc)
-            if failure is None:
+            error = as_storage_error(exc)
+            if error is None:
                 raise
-            raise StorageError(f"a Delta statement failed on the warehouse's store: {failure}; nothing of it was "
-                               "committed and nothing is lost: run again once the store is reachable") from None
+            raise error from None
 
     def retrying(self, run: Callable[[], T], what: str) -> T:
         """`run()`, re-run while a concurrent writer's commit made Delta reject it."""
@@ -217,6 +216,16 @@ def storage_failure(exc: BaseException) -> str | None:
         if marker in text:
             return meaning
     return None
+
+
+def as_storage_error(exc: BaseException) -> StorageError | None:
+    """The one-line error for a Delta write that failed on the store (`storage_failure`); None for
+    any other failure."""
+    failure = storage_failure(exc)
+    if failure is None:
+        return None
+    return StorageError(f"a Delta statement failed on the warehouse's store: {failure}; nothing of it was "
+                        "committed and nothing is lost: run again once the store is reachable")
 
 
 def _no_fence() -> None:

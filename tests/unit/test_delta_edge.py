@@ -125,3 +125,23 @@ def test_listing_reads_both_catalogs(tmp_path: Path) -> None:
                                  "key": ["id"], "applied_ts": 5, "source": "kafka", "reader_features": []}
     assert [r.source for r in rows] == ["kafka", "binlog", "binlog"]
     assert json.dumps([r.to_json() for r in rows])
+
+
+def test_store_failures_of_delta_statements_become_one_line() -> None:
+    """Spark's errors from s3a name the store's failure; the edge turns them into a StorageError
+    that says what happened and that nothing was lost, without echoing the request's details."""
+    from replicator.delta.edge import as_storage_error, storage_failure
+
+    refused = ("py4j.protocol.Py4JJavaError: An error occurred while calling o94.sql.\n: "
+               "java.nio.file.AccessDeniedException: s3a://warehouse/t/_delta_log: getFileStatus on "
+               "s3a://warehouse/t/_delta_log: software.amazon.awssdk.services.s3.model.S3Exception: "
+               "SignatureDoesNotMatch (Service: S3, Status Code: 403, Request ID: abc)")
+    assert storage_failure(RuntimeError(refused)) == "the store refused the credentials (access denied)"
+    down = ("org.apache.hadoop.fs.s3a.AWSClientIOException: getFileStatus on s3a://warehouse/t: "
+            "software.amazon.awssdk.core.exception.SdkClientException: Unable to execute HTTP request: "
+            "Connect to 127.0.0.1:9000 failed: Connection refused")
+    error = as_storage_error(RuntimeError(down))
+    assert error is not None and "unreachable" in str(error) and "nothing is lost" in str(error)
+    assert "127.0.0.1" not in str(error)
+    assert storage_failure(RuntimeError("DELTA_CONCURRENT_APPEND ConcurrentAppendException")) is None
+    assert as_storage_error(RuntimeError("[PARSE_SYNTAX_ERROR] near 'x'")) is None

@@ -21,6 +21,7 @@ from replicator.delta.ddl.base import (
     _unknown,
 )
 from replicator.delta.ddl.tables import _rename_pairs
+from replicator.delta.edge import as_storage_error
 from replicator.delta.merge import column_ddl, delta_ref, is_conflict
 from replicator.delta.typemap import (
     ColumnSpec,
@@ -406,6 +407,7 @@ def _rewrite_table(alt: _Alter, what: str, *, rename: dict[str, str] | None = No
         cols = [(F.expr(cast[f.name]) if f.name in cast else F.col(quote_ident(f.name)))
                 .alias(rename.get(f.name, f.name), metadata=f.metadata)
                 for f in df.schema.fields if f.name not in drop]
+        alt.applier.delta.fence()  # a write outside `sql()`: the lease is checked here (storage/lease.py)
         try:
             with alt.applier.user_metadata(meta):
                 (df.select(*cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
@@ -416,6 +418,9 @@ def _rewrite_table(alt: _Alter, what: str, *, rename: dict[str, str] | None = No
                 attempt += 1
                 alt.applier.delta.conflict_backoff(attempt, f"rewrite of {alt.path}", exc)
                 continue
+            store = as_storage_error(exc)
+            if store is not None:
+                raise store from None
             if failure is None or is_conflict(exc):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
