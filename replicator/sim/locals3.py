@@ -40,7 +40,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -53,7 +52,16 @@ from types import TracebackType
 
 from replicator.errors import ReplicatorError
 from replicator.sim.localkafka.config import java_executable
-from replicator.sim.localkafka.process import env_port, free_ports, pid_alive, port_free, state_dir_lock
+from replicator.sim.localkafka.process import (
+    env_port,
+    free_ports,
+    pid_alive,
+    port_free,
+    read_from,
+    set_pdeathsig,
+    state_dir_lock,
+    terminate,
+)
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -131,15 +139,6 @@ def _properties(port: int, data_dir: Path) -> str:
     ])
 
 
-def _read_from(path: Path, start: int) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(start)
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def _tail(text: str, lines: int = 20) -> str:
     kept = [line for line in text.splitlines() if not re.match(r"^\s+(?:at |\.\.\. \d+ more)", line)]
     return "\n".join(kept[-lines:]) or "(the log is empty)"
@@ -149,14 +148,6 @@ def _tie_to_parent() -> bool:
     """Whether a child can die with us: Linux sends PR_SET_PDEATHSIG's signal when the *thread*
     that started the child ends, so only children of the main thread are tied."""
     return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
-
-
-def _set_pdeathsig() -> None:
-    """In the child: SIGTERM when the parent thread dies, so a killed test run never leaks a server."""
-    import ctypes
-
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 == PR_SET_PDEATHSIG
 
 
 class LocalS3:
@@ -295,7 +286,7 @@ class LocalS3:
             with self.log_path.open("ab") as log:
                 proc = subprocess.Popen(cmd, cwd=self.state_dir, stdin=subprocess.DEVNULL, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=self.detach,
-                                        preexec_fn=None if self.detach or not _tie_to_parent() else _set_pdeathsig)
+                                        preexec_fn=None if self.detach or not _tie_to_parent() else set_pdeathsig)
             (self.state_dir / "s3proxy.pid").write_text(f"{proc.pid}\n")
             try:
                 self._wait(proc, proc.pid, port, log_start, deadline)
@@ -321,7 +312,7 @@ class LocalS3:
         """Poll until the server answers HTTP; raise as soon as the JVM exits. This run's "Started
         ServerConnector" line must be logged first: a foreign listener on the port answers too."""
         while True:
-            fresh = _read_from(self.log_path, log_start)
+            fresh = read_from(self.log_path, log_start)
             exited = proc.poll() is not None if proc is not None else not pid_alive(pid)
             if _BIND_FAILURE in fresh:
                 raise _BindError(f"S3Proxy could not bind {HOST}:{port}: already in use; {self.log_path}:\n"
@@ -346,16 +337,7 @@ class LocalS3:
             (self.state_dir / "s3proxy.pid").unlink(missing_ok=True)
             stopped = False
             if pid is not None and self._ours(pid):
-                signals = ((signal.SIGKILL, 30.0),) if kill else ((signal.SIGTERM, timeout), (signal.SIGKILL, 30.0))
-                for sig, wait_s in signals:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, sig)
-                    gone_by = time.monotonic() + wait_s
-                    while pid_alive(pid) and time.monotonic() < gone_by:
-                        time.sleep(0.05)
-                    if not pid_alive(pid):
-                        break
-                else:
+                if not terminate(pid, timeout, kill=kill, what="S3Proxy"):
                     raise LocalS3Error(f"S3Proxy pid {pid} did not exit even after SIGKILL")
                 stopped = True
             if self._process is not None:

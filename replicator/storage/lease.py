@@ -15,6 +15,7 @@ over at once instead of after its term (its pid is checked only when the host an
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -24,6 +25,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from replicator.errors import LeaseLostError, StateError
@@ -42,14 +44,26 @@ def _boot_id() -> str:
         return ""
 
 
-def _pid_alive(pid: int) -> bool:
+def _reap(pid: int) -> None:
+    """Collect a dead child of ours so it does not linger as a zombie (which os.kill(pid, 0) sees as alive)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a container's PID 1 may never reap orphans)."""
+    _reap(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie whose parent is not us still answers kill(0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _iso(epoch: float) -> str:
@@ -91,7 +105,7 @@ class Holder:
     def dead_here(self) -> bool:
         """Provably gone: a process of this machine (same host, same boot) that no longer exists."""
         return self.host == socket.gethostname() and bool(self.boot) and self.boot == _boot_id() \
-            and not _pid_alive(self.pid)
+            and not pid_alive(self.pid)
 
 
 class Lease:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
 from replicator.cli import main
 from replicator.errors import StorageError
@@ -28,6 +27,7 @@ from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation, produce
 from replicator.sources.capture import CaptureOptions, capture
 from tests.integration.helpers import produce as produce_raw
+from tests.integration.test_capture_archive import _committed
 from tests.kafka_fixtures import new_topic
 from tests.s3_fixtures import S3Server
 
@@ -46,14 +46,6 @@ def _records(where: str | Path) -> list[tuple[int, int, bytes | None, bytes | No
 
 def _names(url: str) -> list[str]:
     return [f.name for f in list_archive_files(url)]
-
-
-def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        return {p: consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
-    finally:
-        consumer.close()
 
 
 def test_capture_into_s3_then_run_from_it(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path,

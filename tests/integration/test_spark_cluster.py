@@ -105,7 +105,7 @@ def test_spark_reader_on_the_cluster_into_an_object_store(cluster: ClusterHandle
     from replicator.sim.simcheck import check_warehouse
     from replicator.sim.simulate import SimConfig, Simulation
 
-    sim = Simulation(SimConfig(protocol="craft", seed=63, events=600, partitions=2, tables=3, ddl="auto"))
+    sim = Simulation(SimConfig(protocol="craft", seed=63, events=300, partitions=2, tables=3, ddl="auto"))
     topic = new_topic(kafka_bootstrap, 2)
     produce(kafka_bootstrap, topic, list(sim.messages()))
     url = s3_store.warehouse_url("cluster")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
-import signal
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -35,9 +33,9 @@ from replicator.sim.localkafka.process import (
     _port_accepting,
     _wait_ready,
     free_ports,
-    pid_alive,
     port_free,
     state_dir_lock,
+    terminate,
 )
 
 log = logging.getLogger(__name__)
@@ -192,16 +190,7 @@ def stop(state_dir: Path | str, timeout: float = 30.0) -> bool:
         if pid is None or not _is_our_broker(pid, state_dir):
             (state_dir / "broker.pid").unlink(missing_ok=True)
             return False
-        for sig, wait_s in ((signal.SIGTERM, timeout), (signal.SIGKILL, 30.0)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-            gone_by = time.monotonic() + wait_s
-            while pid_alive(pid) and time.monotonic() < gone_by:
-                time.sleep(0.05)
-            if not pid_alive(pid):
-                break
-            log.warning("Kafka broker pid %d ignored %s for %.0fs", pid, sig.name, wait_s)
-        else:
+        if not terminate(pid, timeout, what="Kafka broker"):
             raise LocalKafkaError(f"Kafka broker pid {pid} did not exit even after SIGKILL")
         (state_dir / "broker.pid").unlink(missing_ok=True)
         return True

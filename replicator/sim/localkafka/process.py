@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import signal
 import socket
@@ -27,30 +28,13 @@ from replicator.sim.localkafka.config import (
     LocalKafkaError,
     _BindError,
 )
+from replicator.storage.lease import pid_alive as pid_alive  # re-exported (zombie-aware)
+
+log = logging.getLogger("replicator.sim.localkafka")
 
 # ---------------------------------------------------------------------------------------------- processes
 
-
-def _reap(pid: int) -> None:
-    """Collect our own dead child so it does not linger as a zombie (which os.kill(pid, 0) sees as alive)."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a container's PID 1 may never reap orphans)."""
-    _reap(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie whose parent is not us still answers kill(0)
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+# pid_alive (zombie-aware) lives with the writer lease, which needs it too; re-exported for the local services.
 
 
 def _is_our_broker(pid: int, state_dir: Path) -> bool:
@@ -107,7 +91,7 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _read_from(path: Path, start: int) -> str:
+def read_from(path: Path, start: int) -> str:
     try:
         with path.open("rb") as fh:
             fh.seek(start)
@@ -118,17 +102,33 @@ def _read_from(path: Path, start: int) -> str:
 
 def _tail(path: Path, start: int = 0, lines: int = 30) -> str:
     """The last log lines of this run, without Java stack frames (the messages and causes are what help)."""
-    kept = [line for line in _read_from(path, start).splitlines() if not _STACK_FRAME.match(line)]
+    kept = [line for line in read_from(path, start).splitlines() if not _STACK_FRAME.match(line)]
     return "\n".join(kept[-lines:]) or "(broker.log is empty)"
 
 
-def _set_pdeathsig() -> None:
+def set_pdeathsig() -> None:
     """In the child: die with SIGTERM when the parent dies, so a killed pytest never leaks a broker."""
     import ctypes
 
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # 1 == PR_SET_PDEATHSIG
+
+
+def terminate(pid: int, timeout: float, *, kill: bool = False, what: str = "process") -> bool:
+    """SIGTERM (unless `kill`), then SIGKILL, each waited for; True once `pid` is gone, False if it
+    outlived SIGKILL. A signal ignored for its wait is logged, naming `what`."""
+    signals = ((signal.SIGKILL, 30.0),) if kill else ((signal.SIGTERM, timeout), (signal.SIGKILL, 30.0))
+    for sig, wait_s in signals:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        gone_by = time.monotonic() + wait_s
+        while pid_alive(pid) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        if not pid_alive(pid):
+            return True
+        log.warning("%s pid %d ignored %s for %.0fs", what, pid, sig.name, wait_s)
+    return False
 
 
 @contextlib.contextmanager
@@ -189,7 +189,7 @@ def _wait_ready(
     last_error: BaseException | None = None
     while True:
         exited = proc.poll() is not None if proc is not None else not pid_alive(pid)
-        fresh = _read_from(log_path, log_start)
+        fresh = read_from(log_path, log_start)
         if exited or _FATAL.search(fresh) or "Address already in use" in fresh:
             tail = _tail(log_path, log_start)
             match = _BIND_FAILURE.search(fresh)
@@ -257,7 +257,7 @@ def _launch(java: str, libs: Path, state_dir: Path, detach: bool) -> subprocess.
             stdout=log_fh,
             stderr=subprocess.STDOUT,
             start_new_session=detach,
-            preexec_fn=None if detach or sys.platform != "linux" else _set_pdeathsig,
+            preexec_fn=None if detach or sys.platform != "linux" else set_pdeathsig,
         )
 
 
