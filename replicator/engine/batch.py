@@ -89,10 +89,11 @@ class _BatchSource:
     offsets it was given, so it is caught up once read; partitions found while applying are read
     from their start by the next batch."""
 
-    def __init__(self, kafka: KafkaSource) -> None:
+    def __init__(self, kafka: KafkaSource, read_to: Callable[[], Mapping[int, int]]) -> None:
         self.kafka = kafka
         self.name = kafka.name
         self.added: list[int] = []
+        self._read_to = read_to
 
     def partitions(self) -> list[int]:
         return self.kafka.partitions()
@@ -117,7 +118,9 @@ class _BatchSource:
         self.kafka.commit(offsets)
 
     def lag(self) -> int | None:
-        return self.kafka.lag()
+        # Against where the batches read to, not the consumer's position: the consumer reads
+        # nothing (Spark does), so it stays at the restart cursors of the last `start`.
+        return self.kafka.lag(read_to=self._read_to())
 
     def close(self) -> None:
         self.kafka.close()
@@ -137,7 +140,7 @@ class BatchLoop(ControlLoop):
                  on_tick: Callable[[], None] | None = None) -> None:
         self.stats = WindowStats()
         self.scope_of = scope_of
-        self._source = _BatchSource(kafka)
+        self._source = _BatchSource(kafka, read_to=lambda: self.windower.next_offsets())
         self._read = read
         self._invalid_text = invalid_text
         partitions = list(progress.cursors)

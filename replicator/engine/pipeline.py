@@ -202,7 +202,7 @@ class Engine:
             self._loop = loop
             if self._stop:
                 loop.request_stop()
-            display = _Display(self, loop, enabled=opts.progress)
+            display = _Display(loop, enabled=opts.progress)
 
             def tick() -> None:
                 self.warehouse.fence()  # a follower that lost its lease stops even while idle
@@ -663,12 +663,14 @@ def _positions(rows: list[RowChange]) -> str:
 
 
 class _Display:
-    """A live line on a terminal (events/s, watermark, lag); periodic log lines otherwise."""
+    """A live line on a terminal (events/s, watermark, lag); periodic log lines otherwise, and the
+    last state as a last line when the run ends normally."""
 
-    def __init__(self, engine: Engine, loop: ControlLoop, enabled: bool | None) -> None:
-        self.engine, self.loop, self.windower = engine, loop, loop.windower
+    def __init__(self, loop: ControlLoop, enabled: bool | None) -> None:
+        self.loop = loop
         self.live = sys.stderr.isatty() if enabled is None else enabled
         self._last_log = 0.0
+        self._unlogged = False  # an update since the last line logged
         self._started = time.monotonic()
         self._status: Any = None
 
@@ -680,22 +682,29 @@ class _Display:
             self._status.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if self._status is not None:
             self._status.__exit__(None, None, None)
+        elif self._unlogged and exc_type is None:
+            log.info("%s", self._text())
 
     def _text(self) -> str:
-        s = self.loop.counts
+        # The loop's own windower and source: the Spark reader makes a windower per batch, and
+        # its source measures the Kafka lag from where the batches read to (engine/batch.py).
+        s, windower = self.loop.counts, self.loop.windower
         el = max(time.monotonic() - self._started, 1e-6)
-        wm = self.windower.applied_ts
+        wm = windower.applied_ts
         lag = f"{max(0.0, time.time() - tso_physical_ms(wm) / 1000):.0f}s" if wm else "n/a"
-        kafka_lag = self.engine.source.lag()
+        kafka_lag = self.loop.source.lag()
         return (f"{s.records} records ({s.events / el:,.0f} events/s) | applied watermark {wm} | lag {lag}"
-                f" | buffered {self.windower.buffered_rows} | kafka lag {kafka_lag if kafka_lag is not None else '?'}")
+                f" | buffered {windower.buffered_rows} | kafka lag {kafka_lag if kafka_lag is not None else '?'}")
 
     def update(self) -> None:
         if self._status is not None:
             self._status.update(self._text())
         elif time.monotonic() - self._last_log >= 5.0:
             self._last_log = time.monotonic()
+            self._unlogged = False
             log.info("%s", self._text())
+        else:
+            self._unlogged = True

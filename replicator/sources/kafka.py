@@ -29,6 +29,12 @@ class Record:
     value: bytes | None
 
 
+def kafka_lag(ends: Mapping[int, int], positions: Mapping[int, int | None]) -> int:
+    """Records not read yet: per partition, its end offset less the next offset to read (none
+    when past it; a partition without a position counts from offset 0)."""
+    return sum(max(0, end - (positions.get(p) or 0)) for p, end in ends.items())
+
+
 class Source(Protocol):
     name: str
 
@@ -393,9 +399,15 @@ class KafkaSource:
             self._latest_end[tp.partition] = end[tp]
         return True
 
-    def lag(self) -> int | None:
+    def lag(self, read_to: Mapping[int, int] | None = None) -> int | None:
+        """Records on the broker not read yet, against the end offsets last seen (at start, by a
+        probe). `read_to`: the next offset to read per partition when records are read elsewhere
+        (the Spark reader's executors; this consumer then stays where `start` put it); partitions
+        it lacks count from this consumer's position."""
         try:
-            return sum(max(0, self._latest_end.get(tp.partition, 0) - (self._position(tp) or 0)) for tp in self._tps)
+            positions = {tp.partition: read_to[tp.partition] if read_to and tp.partition in read_to
+                         else self._position(tp) for tp in self._tps}
+            return kafka_lag({p: self._latest_end.get(p, 0) for p in positions}, positions)
         except Exception:  # lag is informational only
             return None
 
