@@ -25,11 +25,11 @@ $(VENV)/.installed: pyproject.toml
 		|| { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
 	@touch $@
 
-$(CACHE)/spark-jars/.resolved: tools/spark-jars/pom.xml
-	@echo "resolving the Delta jars into $(CACHE)/spark-jars"
+$(CACHE)/spark-jars/.resolved: replicator/delta/jars.py $(VENV)/.installed
+	@echo "fetching the Spark session's jars (replicator/delta/jars.py) into $(CACHE)/spark-jars"
 	@mkdir -p $(CACHE)
-	@mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(CACHE)/spark-jars \
-		>$(CACHE)/mvn-spark-jars.log 2>&1 || { cat $(CACHE)/mvn-spark-jars.log; echo "mvn failed"; exit 1; }
+	@$(PY) -m replicator jars --all --into $(CACHE)/spark-jars >$(CACHE)/spark-jars.log 2>&1 \
+		|| { cat $(CACHE)/spark-jars.log; echo "fetching the jars failed"; exit 1; }
 	@touch $@
 
 $(CACHE)/kafka-libs/.resolved: tools/kafka-broker/pom.xml
@@ -58,7 +58,7 @@ $(CACHE)/spark-jars/replicator-localfs.jar: $(LOCALFS_SRC) $(VENV)/.installed
 		&& javac --release 17 -Xlint:all -Werror -cp "$$hadoop_api" -d $(CACHE)/localfs-classes $(LOCALFS_SRC) \
 		&& jar cf $@.tmp -C $(CACHE)/localfs-classes . && mv $@.tmp $@
 
-spark-jars: $(CACHE)/spark-jars/.resolved $(CACHE)/spark-jars/replicator-localfs.jar ## Delta jars from Maven Central + the local file system jar into .cache/spark-jars
+spark-jars: $(CACHE)/spark-jars/.resolved $(CACHE)/spark-jars/replicator-localfs.jar ## the Spark session's jars (Delta, Kafka source, S3A) from Maven Central + the local file system jar into .cache/spark-jars
 kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs
 s3-jars: $(CACHE)/s3proxy-libs/.resolved ## resolve the S3Proxy classpath (local S3-compatible server) into .cache/s3proxy-libs
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replicator.cli.settings import ReplicatorSettings, load_settings
+from replicator.delta import jars
 from replicator.errors import ConfigError
 
 
@@ -26,6 +27,11 @@ def settings_from(ns: argparse.Namespace) -> ReplicatorSettings:
 
     settings = load_settings(vars(ns), config=getattr(ns, "config", None))
     configure(settings.storage())
+    # The jar groups of the Spark session this command may start (declared in replicator.delta.jars).
+    if settings.reader == "spark":
+        jars.require("kafka")
+    if settings.warehouse and jars.needs_s3(settings.warehouse):
+        jars.require("s3")
     return settings
 
 

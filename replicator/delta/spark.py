@@ -1,9 +1,9 @@
 """The one SparkSession factory used everywhere (CLI, engine, tests, notebooks, benchmarks).
 
-Delta jars come from `.cache/spark-jars` (resolved from Maven Central by `make spark-jars`, see
-tools/spark-jars/pom.xml) through `spark.jars`, so once cached everything works offline. Outside
-a checkout (pip-installed), set REPLICATOR_SPARK_JARS to a directory holding the jars, or we fall
-back to Spark's Ivy resolution via `configure_spark_with_delta_pip`.
+The jars beyond pyspark's own are declared once, in `replicator.delta.jars`, and reach the session
+through `spark.jars`: from REPLICATOR_SPARK_JARS (a directory a user fills), else `.cache/spark-jars`
+in a checkout (`make spark-jars`), else the per-user jar cache, filled from Maven Central (or a
+mirror) with exactly the groups the run needs. Once cached everything works offline.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from replicator.delta import jars
 from replicator.errors import ConfigError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.storage import storage_options
 
@@ -29,15 +31,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "spark-jars"
 # The driver JVM's class archive (jvm_archive.py), written by `make setup`.
 JVM_ARCHIVE_DIR = REPO_ROOT / ".cache" / "jvm"
-
-
-def _pyspark_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pyspark")
-    except PackageNotFoundError:
-        return "4.0.1"
 # log4j2 configuration the driver JVM starts with unless verbose: errors only, so Spark's start-up
 # chatter (NativeCodeLoader, "Using Spark's default log4j profile", "Setting default log level")
 # never reaches the terminal. It must be given at JVM launch: those lines are written before
@@ -144,11 +137,25 @@ def _filtered_jvm_stderr() -> Iterator[None]:
 
 
 def _jar_paths() -> list[str] | None:
-    jars_dir = Path(os.environ.get("REPLICATOR_SPARK_JARS", DEFAULT_JARS_DIR))
-    if not jars_dir.is_dir():
-        return None
-    jars = sorted(str(p) for p in jars_dir.glob("*.jar"))
-    return jars or None
+    """The jars of the session this process will start, or None when the replicator has none to give
+    (spark-submit's own --jars / --packages apply). JarResolutionError (one line, exit 2) when a
+    required jar is missing from REPLICATOR_SPARK_JARS or cannot be fetched."""
+    configured = os.environ.get(jars.JARS_DIR_ENV, "").strip()
+    if configured:
+        directory = Path(configured).expanduser()
+        if not directory.is_dir():
+            raise jars.JarResolutionError(f"{jars.JARS_DIR_ENV}={configured} is not a directory: {jars.REMEDY}")
+        missing = jars.missing_from(directory, jars.required())
+        if missing:
+            raise jars.JarResolutionError(
+                f"{jars.JARS_DIR_ENV}={configured} lacks {missing[0].coordinate}"
+                f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}: {jars.REMEDY}")
+        return sorted(str(p) for p in directory.glob("*.jar"))
+    if DEFAULT_JARS_DIR.is_dir() and not jars.missing_from(DEFAULT_JARS_DIR, jars.ALL_GROUPS):
+        # A checkout's cache holds every group: all of it, so that the driver JVM's class archive
+        # (made for this list) matches whatever the run needs.
+        return sorted(str(p) for p in DEFAULT_JARS_DIR.glob("*.jar"))
+    return [str(p) for p in jars.fetch(jars.required(), jars.cache_dir())]
 
 
 def local_fs_conf(jars: list[str]) -> dict[str, str]:
@@ -177,15 +184,24 @@ SIZING = (
 )
 """(conf, environment variable or "", default) of the settings sized for the machine and workload."""
 
-KAFKA_PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_pyspark_version()}"
-# s3a for object-store warehouses, as tools/spark-jars/pom.xml has it: hadoop-aws at pyspark's Hadoop
-# version and the few AWS SDK v2 modules it needs, not the SDK's 558 MB bundle hadoop-aws declares.
-S3_PACKAGES = ["org.apache.hadoop:hadoop-aws:3.4.1", "software.amazon.awssdk:s3:2.24.8",
-               "software.amazon.awssdk:s3-transfer-manager:2.24.8", "software.amazon.awssdk:sts:2.24.8"]
-S3_EXCLUDES = "software.amazon.awssdk:bundle"
 # The AWS credential variables executors on other machines' workers need (a local session's
 # executors share this process's environment). Spark redacts them in its UI and logs.
 AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_PROFILE")
+
+
+SQL_WAREHOUSE_CONF = "spark.sql.warehouse.dir"
+SQL_WAREHOUSE_DIR = Path(tempfile.gettempdir()) / "replicator-spark-warehouse"
+"""Where Spark's session catalog keeps managed tables: the replicator makes none (its tables are
+paths), but Spark creates the directory on first use, by default `./spark-warehouse` in whatever
+directory the command ran from. A `[spark]` setting or spark-submit's --conf wins."""
+
+
+def _submitted_conf_has(key: str) -> bool:
+    """Whether spark-submit was given `key` (its JVM is up already: ask its SparkConf)."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return bool(SparkConf().contains(key))
 
 
 def _submitted() -> bool:
@@ -278,31 +294,33 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             value = os.environ.get(env) if env else None
             if value is not None or not _submitted():
                 builder = builder.config(key, value if value is not None else default)
-        # The object store's settings (endpoint, path style, region, credentials chain) and the
-        # config file's [spark] pass-through, which wins.
-        for key, value in storage_options().s3a_conf().items():
-            builder = builder.config(key, value)
         if master is not None and not master.startswith("local"):
             for name in AWS_ENV:
                 if os.environ.get(name):
                     builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
-        jars = None if _submitted() else _jar_paths()  # spark-submit: its --jars / --packages
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_java_options(jars)))
-        if jars is not None:
-            builder = builder.config("spark.jars", ",".join(jars))
-            for key, value in local_fs_conf(jars).items():
+        if not _submitted() or not _submitted_conf_has(SQL_WAREHOUSE_CONF):
+            builder = builder.config(SQL_WAREHOUSE_CONF, str(SQL_WAREHOUSE_DIR))
+        # The object store's settings (endpoint, path style, region, credentials chain) and the
+        # config file's [spark] pass-through, which wins.
+        for key, value in storage_options().s3a_conf().items():
+            builder = builder.config(key, value)
+        jar_list = None if _submitted() else _jar_paths()  # spark-submit: its --jars / --packages
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_java_options(jar_list)))
+        if jar_list is not None:
+            builder = builder.config("spark.jars", ",".join(jar_list))
+            for key, value in local_fs_conf(jar_list).items():
                 builder = builder.config(key, value)
-        elif not _submitted():
-            from delta import configure_spark_with_delta_pip
-
-            # Delta, Spark's Kafka source (`--reader spark`) and s3a from Maven Central through Ivy.
-            builder = builder.config("spark.jars.excludes", S3_EXCLUDES)
-            builder = configure_spark_with_delta_pip(builder, extra_packages=[KAFKA_PACKAGE, *S3_PACKAGES])
-        if _verbose:
-            spark = builder.getOrCreate()
-        else:
-            with _filtered_jvm_stderr():
+        try:
+            if _verbose:
                 spark = builder.getOrCreate()
+            else:
+                with _filtered_jvm_stderr():
+                    spark = builder.getOrCreate()
+        except Exception as exc:  # pyspark's own error types; the JVM has said why on stderr
+            if "JAVA_GATEWAY_EXITED" not in str(exc) and "Java gateway process exited" not in str(exc):
+                raise
+            raise ConfigError("the Spark driver JVM did not start (its output is above; Java 17 on PATH or "
+                              "JAVA_HOME is required); rerun with -v for Spark's full output") from None
         level = os.environ.get("REPLICATOR_SPARK_LOG_LEVEL", "ERROR")
         spark.sparkContext.setLogLevel(level)
         if level.upper() == "ERROR":

@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from replicator.delta import jars
 from replicator.delta.typemap import TableSpec
 from replicator.engine.progress import Progress
 from replicator.errors import StateError
@@ -174,6 +175,8 @@ class Warehouse:
 
     def __init__(self, root: str | os.PathLike[str], *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
         self.root = normalise_root(root)
+        if jars.needs_s3(self.root):  # the session this process starts must carry S3A
+            jars.require("s3")
         self.io = fileio_for(self.root)
         self.base = Location(self.io, self.root)
         self.meta = self.base / "_replicator"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replicator.delta.spark import KAFKA_PACKAGE, spark_master
+from replicator.delta.spark import spark_master
 
 
 def test_local_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,12 +22,6 @@ def test_spark_submit_keeps_its_master(monkeypatch: pytest.MonkeyPatch) -> None:
     assert spark_master() is None
     monkeypatch.setenv("REPLICATOR_SPARK_MASTER", "yarn")
     assert spark_master() == "yarn"
-
-
-def test_the_kafka_source_matches_pyspark() -> None:
-    from importlib.metadata import version
-
-    assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}" == KAFKA_PACKAGE
 
 
 def test_loopback_only_for_executors_on_this_machine() -> None:
