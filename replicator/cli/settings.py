@@ -2,8 +2,12 @@
 
 `ReplicatorSettings` resolves **flag > environment (REPLICATOR_<NAME>) > config file** (`--config FILE`
 or REPLICATOR_CONFIG, TOML; keys are the long flag names with '_' or '-'), with pydantic-settings doing
-the layering and the type checks. Booleans are parsed strictly (true/false, 1/0, yes/no, any case): a
-typo such as `REPLICATOR_UNTIL_CAUGHT_UP=flase` must stop the run, not silently switch the option on.
+the layering and the type checks. The config file is strict: a key that is no setting is a ConfigError
+naming the key, the file and the closest setting (a typo such as `untill_caught_up = true` once made a
+scheduled job a follower that never exits); `[spark]` is its one table, passed through to Spark as it
+is. An unknown REPLICATOR_ variable is a warning (the environment is shared with other tools).
+Booleans are parsed strictly (true/false, 1/0, yes/no, any case): a typo such as
+`REPLICATOR_UNTIL_CAUGHT_UP=flase` must stop the run, not silently switch the option on.
 Passwords are `SecretStr` and come only from the environment or the config file (no flag exists), so
 they never reach `--help`, a repr, a log line or `--json-summary`.
 
@@ -14,9 +18,13 @@ typed objects and never see argparse.
 
 from __future__ import annotations
 
+import difflib
+import json
+import logging
 import os
+import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -33,8 +41,40 @@ from replicator.formats import binlog as _binlog_format
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 from replicator.storage.options import DEFAULT_RETRY_BUDGET_S, StorageOptions
 
+log = logging.getLogger("replicator")
+
 ENV_PREFIX = "REPLICATOR_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
+
+#: REPLICATOR_* variables that are not settings (no flag, no config key) but are read elsewhere: the
+#: Spark session, the JVM, the local test services, the harnesses. An unknown REPLICATOR_ variable
+#: gets a warning (`warn_unknown_environment`); these must not. tests/unit/test_cli_settings.py checks
+#: that every REPLICATOR_ name in the sources is a setting's variable or listed here.
+OTHER_ENV_VARS = (
+    CONFIG_ENV,                             # the config file (--config)
+    "REPLICATOR_SPARK_MASTER",              # delta/spark.py: the Spark master (default local[*])
+    "REPLICATOR_SPARK_JARS",                # delta/jars.py: the directory of Spark's jars
+    "REPLICATOR_MAVEN_REPOSITORY",          # delta/jars.py: where missing jars are fetched from
+    "REPLICATOR_JARS_CACHE",                # delta/jars.py: where fetched jars are kept
+    "REPLICATOR_SPARK_LOG_LEVEL",           # delta/spark.py: Spark's log level (sim/demo.py sets it)
+    "REPLICATOR_SHUFFLE_PARTITIONS",        # delta/spark.py: spark.sql.shuffle.partitions
+    "REPLICATOR_DRIVER_MEMORY",             # delta/spark.py: spark.driver.memory
+    "REPLICATOR_DRIVER_JAVA_OPTIONS",       # delta/spark.py: extra driver JVM options
+    "REPLICATOR_CODEGEN_CACHE_ENTRIES",     # delta/spark.py: spark.sql.codegen.cache.maxEntries
+    "REPLICATOR_JIT",                       # delta/spark.py: the driver JVM's compiler
+    "REPLICATOR_NIO_LOCAL_FS",              # delta/spark.py: 0 = Hadoop's own local file system
+    "REPLICATOR_JVM_ARCHIVE",               # delta/jvm_archive.py: the JVM's class-data archive
+    "REPLICATOR_FAULT",                     # faults.py: crash at a planned instant (tests)
+    "REPLICATOR_KAFKA_LIBS",                # sim/localkafka: the local broker's classpath
+    "REPLICATOR_S3PROXY_LIBS",              # sim/locals3.py: the local S3 server's classpath
+    "REPLICATOR_SOAK",                      # tests/reliability: full-size scenarios (make soak)
+    "REPLICATOR_KILLS",                     # tests/integration: kill -9 rounds
+    "REPLICATOR_KILL_SEED",                 # tests/integration: their random seed
+)
+
+#: The config file's tables: `[spark]`, Spark and Hadoop settings passed through (any key). Every
+#: other key is a setting, at the top level.
+CONFIG_TABLES = frozenset({"spark"})
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
@@ -62,7 +102,11 @@ StrictBool = Annotated[bool, BeforeValidator(parse_bool)]
 
 
 def _spark_conf(value: Any) -> Any:
-    """The [spark] table: setting name -> value, scalars as Spark takes them (true, 200, 1.5)."""
+    """The [spark] table: setting name -> value, scalars as Spark takes them (true, 200, 1.5).
+
+    A dotted key written bare (`spark.sql.shuffle.partitions = 8`, a nested table to TOML) is the
+    same as the quoted one (`"spark.sql.shuffle.partitions" = 8`).
+    """
     if not isinstance(value, dict):
         return value
     def text(v: Any) -> Any:
@@ -70,7 +114,20 @@ def _spark_conf(value: Any) -> Any:
             return str(v).lower()
         return str(v) if isinstance(v, str | int | float) else v  # anything else: pydantic says what is wrong
 
-    return {str(k): text(v) for k, v in value.items()}
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, table: Mapping[Any, Any]) -> None:
+        for k, v in table.items():
+            name = f"{prefix}{k}"
+            if isinstance(v, dict) and v:
+                walk(name + ".", v)
+            elif name in flat:
+                raise ValueError(f"{name!r} is given twice (quoted and dotted)")
+            else:
+                flat[name] = text(v)
+
+    walk("", value)
+    return flat
 
 
 class ReplicatorSettings(BaseSettings):
@@ -125,7 +182,12 @@ class ReplicatorSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init kwargs) > environment > the TOML config file; no .env or secrets directory."""
+        """Flags (init kwargs) > environment > the TOML config file; no .env or secrets directory.
+
+        Unknown keys: the config file refuses them (ConfigFileSource); flags are argparse's; the
+        environment warns (`warn_unknown_environment`, from `load_settings`). `extra="ignore"` is
+        only for the `config` init argument, which names the file and is no field.
+        """
         return init_settings, env_settings, ConfigFileSource(settings_cls, _config_path(init_settings))
 
     def require(self, name: str) -> Any:
@@ -178,22 +240,101 @@ def _config_path(init_settings: PydanticBaseSettingsSource) -> str | None:
     return given or os.environ.get(CONFIG_ENV) or None
 
 
-def read_config_file(path: str) -> dict[str, Any]:
-    """The TOML config file as a flat dict with '_' keys; ConfigError if unreadable."""
+def read_config_file(path: str, valid: Collection[str] | None = None) -> dict[str, Any]:
+    """The TOML config file as a dict with '_' keys; ConfigError if unreadable (with the line and
+    column of a syntax error) or if a key is none of `valid` (default: the settings' fields)."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        raise ConfigError(f"cannot read config file {path}: {' '.join(str(exc).split())}") from None
+    check_config_keys(data, path, ReplicatorSettings.model_fields if valid is None else valid)
     return {str(k).replace("-", "_"): v for k, v in data.items()}
 
 
+def check_config_keys(data: Mapping[str, Any], path: str, valid: Collection[str]) -> None:
+    """Every key of the file is a setting at the top level or sits in a pass-through table ([spark]);
+    else one ConfigError naming the key (dotted when nested), the file and the closest setting.
+
+    `valid` is the fields of ReplicatorSettings, the one model that every command reading the file
+    (run, replay, tables, capture, archive inspect) resolves: a key one of them takes, all accept.
+    """
+    seen: dict[str, str] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name in seen:
+            raise ConfigError(f"config file {path}: `{seen[name]}` and `{key}` are the same setting: keep one")
+        seen[name] = key
+        if name in CONFIG_TABLES and isinstance(value, dict):
+            _check_pass_through(name, value, path, valid)
+        elif name in valid and not (isinstance(value, dict) and value):
+            continue  # an empty table here is a wrong type: pydantic says so
+        elif value == {}:
+            tables = ", ".join(f"[{t}]" for t in sorted(CONFIG_TABLES))
+            raise ConfigError(f"unknown table `[{key}]` in config file {path} (the only table is {tables}; "
+                              "settings go at the top level)")
+        else:
+            keys = _first_key(key, value)
+            raise ConfigError(f"unknown key `{_toml_key(keys)}` in config file {path} ({_hint(keys, valid)})")
+
+
+def _check_pass_through(table: str, value: Mapping[str, Any], path: str, valid: Collection[str]) -> None:
+    """Any key is accepted; one that is a replicator setting was most likely meant above the table
+    (TOML puts every key after `[spark]` into it): a warning, Spark would ignore it."""
+    for k in value:
+        if isinstance(k, str) and k.replace("-", "_") in valid and k.replace("-", "_") not in CONFIG_TABLES:
+            log.warning("config file %s: `%s` is in the [%s] table, passed to Spark as it is; as a replicator "
+                        "setting it goes above the first [table]", path, _toml_key([table, k]), table)
+
+
+def _first_key(key: str, value: Any) -> list[str]:
+    """The path to the first key under `key` that holds no table (or an empty one)."""
+    keys = [key]
+    while isinstance(value, dict) and value:
+        key, value = next(iter(value.items()))
+        keys.append(str(key))
+    return keys
+
+
+def _hint(keys: Sequence[str], valid: Collection[str]) -> str:
+    """What to write instead: the closest setting, in the spelling of the user's key ('-' or '_')."""
+    leaf = keys[-1]
+    candidates = sorted(set(valid) - CONFIG_TABLES)
+
+    def spelled(name: str) -> str:
+        return name.replace("_", "-") if "-" in leaf and "_" not in leaf else name
+
+    tables = ", ".join(f"[{t}]" for t in sorted(CONFIG_TABLES))
+    leaf_name = leaf.replace("-", "_")
+    closest = difflib.get_close_matches(leaf_name, candidates, n=1)
+    if len(keys) == 1:
+        if closest:
+            return f"did you mean `{spelled(closest[0])}`?"
+        return "no setting has a similar name; the keys are the long flag names, see replicator/cli/settings.py"
+    if leaf_name in valid:
+        return f"keys go at the top level: `{spelled(leaf_name)}`; the only table is {tables}"
+    head = keys[0].replace("-", "_")
+    if head in valid:
+        return f"`{head}` is a setting, not a table: `{keys[0]} = ...` at the top level"
+    if closest:
+        return f"keys go at the top level; the closest setting is `{spelled(closest[0])}`"
+    return f"keys go at the top level; the only table is {tables}"
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+def _toml_key(keys: Sequence[str]) -> str:
+    """A key path as TOML writes it: bare parts dotted, others quoted (spark."spark.sql.x")."""
+    return ".".join(k if _BARE_KEY.match(k) else json.dumps(k) for k in keys)
+
+
 class ConfigFileSource(PydanticBaseSettingsSource):
-    """The lowest layer: `--config FILE` (or REPLICATOR_CONFIG). Unknown keys are ignored."""
+    """The lowest layer: `--config FILE` (or REPLICATOR_CONFIG). An unknown key is a ConfigError."""
 
     def __init__(self, settings_cls: type[BaseSettings], path: str | None) -> None:
         super().__init__(settings_cls)
         self.path = path
-        self.data = read_config_file(path) if path else {}
+        self.data = read_config_file(path, settings_cls.model_fields) if path else {}
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return self.data.get(field_name), field_name, False
@@ -208,6 +349,7 @@ def load_settings(flags: Mapping[str, Any], *, config: str | None = None) -> Rep
     A value of the wrong shape is a ConfigError naming where it came from (the flag, the
     environment variable or the config key), so the user knows what to fix.
     """
+    warn_unknown_environment()
     given = {k: v for k, v in flags.items() if v is not None and k in ReplicatorSettings.model_fields}
     kwargs: dict[str, Any] = dict(given)
     if config:
@@ -218,6 +360,28 @@ def load_settings(flags: Mapping[str, Any], *, config: str | None = None) -> Rep
         raise _config_error(exc, given, config) from None
 
 
+_WARNED: set[str] = set()  # the unknown variables already warned about (once per process)
+
+
+def env_names() -> frozenset[str]:
+    """Every REPLICATOR_ variable the code base reads: the settings' and OTHER_ENV_VARS."""
+    return frozenset(env_name(n) for n in ReplicatorSettings.model_fields) | frozenset(OTHER_ENV_VARS)
+
+
+def warn_unknown_environment(environ: Mapping[str, str] | None = None) -> None:
+    """A WARNING (logger "replicator", stderr) for each REPLICATOR_ variable nobody reads, with the
+    closest known name; not an error, since the environment is shared. Once per variable."""
+    known = env_names()
+    for var in sorted(os.environ if environ is None else environ):
+        upper = var.upper()  # pydantic-settings reads the environment case-insensitively
+        if not upper.startswith(ENV_PREFIX) or upper in known or upper in _WARNED:
+            continue
+        _WARNED.add(upper)
+        closest = difflib.get_close_matches(upper, sorted(known), n=1)
+        hint = f" (did you mean {closest[0]}?)" if closest else ""
+        log.warning("%s is not a replicator setting%s", var, hint)
+
+
 def _config_error(exc: ValidationError, given: Mapping[str, Any], config: str | None) -> ConfigError:
     err = exc.errors()[0]
     name = str(err["loc"][0]) if err["loc"] else "?"
@@ -226,7 +390,8 @@ def _config_error(exc: ValidationError, given: Mapping[str, Any], config: str | 
     elif any(k.upper() == env_name(name) for k in os.environ):
         origin = env_name(name)
     else:
-        origin = f"`{name}` in config file {config or os.environ.get(CONFIG_ENV)}"
+        key = _toml_key([str(p) for p in err["loc"]]) or "?"
+        origin = f"`{key}` in config file {config or os.environ.get(CONFIG_ENV)}"
     shown = "" if name in SECRETS else f" (got {err.get('input')!r})"
     return ConfigError(f"{origin}: {err['msg'].removeprefix('Value error, ')}{shown}")
 

@@ -235,3 +235,278 @@ def test_object_store_settings_and_the_spark_table(tmp_path: Path, monkeypatch: 
     assert StorageOptions(endpoint="http://x:1").use_path_style and not StorageOptions().use_path_style
     with pytest.raises(ConfigError, match="--lease-seconds"):
         load_settings({"lease_seconds": "0"})
+
+
+# --- strict configuration (issue 29): unknown config keys are errors, unknown variables warnings --------
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    cfg = tmp_path / "replicator.toml"
+    cfg.write_text(text)
+    return cfg
+
+
+def _one_error_line(err: str, command: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"replicator {command}: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(("text", "key", "closest"), [
+    ("untill_caught_up = true\n", "`untill_caught_up`", "did you mean `until_caught_up`?"),
+    ("apply_paralelism = 8\n", "`apply_paralelism`", "did you mean `apply_parallelism`?"),
+    ("apply-paralelism = 8\n", "`apply-paralelism`", "did you mean `apply-parallelism`?"),  # the user's spelling
+])
+def test_unknown_top_level_key_is_an_error(tmp_path: Path, text: str, key: str, closest: str) -> None:
+    cfg = _config(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_settings({}, config=str(cfg))
+    assert str(err.value) == f"unknown key {key} in config file {cfg} ({closest})"
+    assert err.value.exit_code == 2 and "\n" not in str(err.value)
+
+
+def test_unknown_key_without_a_close_setting(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, "config = 'other.toml'\n")  # the file cannot name another one either
+    with pytest.raises(ConfigError, match=r"^unknown key `config` in config file .* \(no setting has a similar name"):
+        load_settings({}, config=str(cfg))
+
+
+@pytest.mark.parametrize("command", [
+    ["tables"], ["run", "--protocol", "open"], ["replay", "--from-earliest", "--protocol", "open"],
+])
+def test_unknown_key_stops_the_command_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    """Exit 2 and one line on stderr, before the warehouse, Spark or Kafka is touched (both would
+    fail here: no warehouse, no broker)."""
+    import replicator.storage
+
+    def no_store(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the store was configured before the config file was checked")
+
+    monkeypatch.setattr(replicator.storage, "configure", no_store)
+    cfg = _config(tmp_path, 'bootstrap_servers = "127.0.0.1:1"\ntopic = "t"\nuntill_caught_up = true\n')
+    code = main([*command, "--config", str(cfg), "--warehouse", str(tmp_path / "wh")])
+    out = capsys.readouterr()
+    assert code == 2 and out.out == ""
+    line = _one_error_line(out.err, command[0])
+    assert line.endswith(f"unknown key `untill_caught_up` in config file {cfg} (did you mean `until_caught_up`?)")
+
+
+def test_unknown_key_through_replicator_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _config(tmp_path, "apply_paralelism = 8\n")
+    monkeypatch.setenv("REPLICATOR_CONFIG", str(cfg))
+    assert main(["capture", "--out", str(tmp_path / "a")]) == 2
+    assert "unknown key `apply_paralelism`" in _one_error_line(capsys.readouterr().err, "capture")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # the settings under a header: TOML makes them `replicator.<key>`, which no command reads
+    ("[replicator]\nuntil_caught_up = true\n",
+     "unknown key `replicator.until_caught_up` in config file {cfg} "
+     "(keys go at the top level: `until_caught_up`; the only table is [spark])"),
+    ("[replicator]\nuntil-caught-up = true\n",
+     "unknown key `replicator.until-caught-up` in config file {cfg} "
+     "(keys go at the top level: `until-caught-up`; the only table is [spark])"),
+    ("[replicator]\nuntill_caught_up = true\n",
+     "unknown key `replicator.untill_caught_up` in config file {cfg} "
+     "(keys go at the top level; the closest setting is `until_caught_up`)"),
+    ("[kafka.consumer]\nbootstrap_servers = 'k:9092'\n",
+     "unknown key `kafka.consumer.bootstrap_servers` in config file {cfg} "
+     "(keys go at the top level: `bootstrap_servers`; the only table is [spark])"),
+    ("[replicator]\nnothing_alike = 1\n",
+     "unknown key `replicator.nothing_alike` in config file {cfg} "
+     "(keys go at the top level; the only table is [spark])"),
+    # a setting written as a table
+    ("[warehouse]\npath = '/wh'\n",
+     "unknown key `warehouse.path` in config file {cfg} (`warehouse` is a setting, not a table: "
+     "`warehouse = ...` at the top level)"),
+    ("[replicator]\n",
+     "unknown table `[replicator]` in config file {cfg} (the only table is [spark]; settings go at the top level)"),
+])
+def test_unknown_key_in_a_table_is_an_error(tmp_path: Path, text: str, message: str) -> None:
+    cfg = _config(tmp_path, 'topic = "t"\n' + text)
+    with pytest.raises(ConfigError) as err:
+        load_settings({"warehouse": "/flag/wh"}, config=str(cfg))  # a flag does not hide the file's mistake
+    assert str(err.value) == message.format(cfg=cfg)
+    assert err.value.exit_code == 2
+
+
+def test_no_nested_table_but_spark() -> None:
+    """[spark] is the one table; a typo inside another table is the unknown-table error above."""
+    from typing import get_origin
+
+    tables = {n for n, f in ReplicatorSettings.model_fields.items()
+              if get_origin(f.annotation) is dict or f.annotation is dict}
+    assert tables == {"spark"}
+
+
+def test_same_key_spelled_twice_is_an_error(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, "json-summary = true\njson_summary = false\n")
+    with pytest.raises(ConfigError, match=r"`json-summary` and `json_summary` are the same setting"):
+        load_settings({}, config=str(cfg))
+
+
+def test_every_setting_is_accepted_by_every_command_reading_the_file(tmp_path: Path) -> None:
+    """One file serves run, replay, tables, capture and archive inspect: a key that one of them takes
+    (e.g. until_caught_up, which `tables` has no flag for) must not stop another."""
+    values = {"until_caught_up": "true", "wait": "true", "json_summary": "true", "apply_parallelism": "4",
+              "rotate_bytes": "1000", "reader": '"spark"', "kafka_retry_budget": "5", "max_buffer_rows": "10",
+              "lease_seconds": "30", "table_features": '"compatible"', "s3_path_style": "false"}
+    text = "".join(f"{k} = {v}\n" for k, v in values.items())
+    cfg = _config(tmp_path, text + '[spark]\n"spark.sql.shuffle.partitions" = 4\n')
+    for argv in (["tables"], ["run"], ["replay", "--from-earliest"], ["capture", "--out", "d"],
+                 ["archive", "inspect", "s3a://b/p"]):
+        s = parse([*argv, "--config", str(cfg)])
+        assert s.until_caught_up and s.apply_parallelism == 4 and s.spark == {"spark.sql.shuffle.partitions": "4"}
+
+
+def test_spark_table_takes_any_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = _config(tmp_path, '[spark]\n"spark.anything.at.all" = 1\n"not.even.spark" = "x"\n'
+                            "spark.sql.shuffle.partitions = 8\n")  # bare dotted keys: nested tables to TOML
+    with caplog.at_level("WARNING", logger="replicator"):
+        s = load_settings({}, config=str(cfg))
+    assert s.spark == {"spark.anything.at.all": "1", "not.even.spark": "x", "spark.sql.shuffle.partitions": "8"}
+    assert not caplog.records
+
+
+def test_setting_after_the_spark_header_is_passed_through_with_a_warning(tmp_path: Path,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """TOML puts every key after `[spark]` into it: accepted (it is the pass-through table) but said."""
+    cfg = _config(tmp_path, '[spark]\n"spark.sql.shuffle.partitions" = 8\nuntil_caught_up = true\n')
+    with caplog.at_level("WARNING", logger="replicator"):
+        s = load_settings({}, config=str(cfg))
+    assert s.until_caught_up is False and s.spark["until_caught_up"] == "true"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"config file {cfg}: `spark.until_caught_up` is in the [spark] table, passed to Spark as it is; "
+        "as a replicator setting it goes above the first [table]"]
+
+
+def test_spark_table_value_of_the_wrong_shape(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, '[spark]\n"spark.jars.packages" = ["a", "b"]\n')
+    with pytest.raises(ConfigError, match=r'^`spark\."spark\.jars\.packages"` in config file .*valid string'):
+        load_settings({}, config=str(cfg))
+    cfg.write_text('[spark]\n"spark.sql.x" = 1\nspark.sql.x = 2\n')
+    with pytest.raises(ConfigError, match=r"'spark\.sql\.x' is given twice"):
+        load_settings({}, config=str(cfg))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('apply_parallelism = "eight"\n',
+     "`apply_parallelism` in config file {cfg}: Input should be a valid integer, unable to parse string as an "
+     "integer (got 'eight')"),
+    ("apply_parallelism = 0\n",
+     "`apply_parallelism` in config file {cfg}: Input should be greater than or equal to 1 (got 0)"),
+    ('until_caught_up = "maybe"\n',
+     "`until_caught_up` in config file {cfg}: expected true/false, 1/0 or yes/no (got 'maybe')"),
+    ("until_caught_up = 2\n",
+     "`until_caught_up` in config file {cfg}: expected true/false, 1/0 or yes/no (got 2)"),
+    ('protocol = "json"\n',
+     "`protocol` in config file {cfg}: Input should be 'open' or 'craft' (got 'json')"),
+])
+def test_wrong_type_in_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       text: str, message: str) -> None:
+    cfg = _config(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_settings({}, config=str(cfg))
+    assert str(err.value) == message.format(cfg=cfg) and err.value.exit_code == 2
+    assert main(["tables", "--config", str(cfg), "--warehouse", str(tmp_path)]) == 2
+    assert _one_error_line(capsys.readouterr().err, "tables").endswith(message.format(cfg=cfg))
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("until_caught_up = \n", "(at line 1, column 19)"),
+    ('warehouse = "/wh"\nuntil_caught_up = maybe\n', "(at line 2, column 19)"),
+    ("[spark\n", "(at line 1, column 7)"),
+    ('topic = "a"\ntopic = "b"\n', "(at line 2, column 12)"),
+])
+def test_toml_syntax_error_names_file_line_and_column(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      text: str, where: str) -> None:
+    cfg = _config(tmp_path, text)
+    assert main(["tables", "--config", str(cfg), "--warehouse", str(tmp_path)]) == 2
+    line = _one_error_line(capsys.readouterr().err, "tables")
+    assert f"cannot read config file {cfg}: " in line and line.endswith(where)
+
+
+def test_missing_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tables", "--config", str(tmp_path / "nope.toml"), "--warehouse", str(tmp_path)]) == 2
+    assert "nope.toml" in _one_error_line(capsys.readouterr().err, "tables")
+
+
+@pytest.fixture()
+def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replicator.cli import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_WARNED", set())
+
+
+@pytest.mark.usefixtures("_fresh_warnings")
+def test_unknown_environment_variable_warns_once(monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    typo = "REPLICATOR_UNTIL_CAUGHT_UPP"  # (the registry test below skips this file, typos and all)
+    monkeypatch.setenv(typo, "true")
+    monkeypatch.setenv("REPLICATOR_SPARK_MASTR", "local[2]")
+    monkeypatch.setenv("REPLICATOR_SPARK_MASTER", "local[2]")  # read by delta/spark.py: no warning
+    monkeypatch.setenv("REPLICATOR_TOPIC", "t")
+    with caplog.at_level("WARNING", logger="replicator"):
+        s = load_settings({})
+        load_settings({})  # once per process
+    assert s.until_caught_up is False and s.topic == "t"  # a warning, not an error, and not a setting
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("replicator", "WARNING", "REPLICATOR_SPARK_MASTR is not a replicator setting "
+                                  "(did you mean REPLICATOR_SPARK_MASTER?)"),
+        ("replicator", "WARNING", f"{typo} is not a replicator setting (did you mean REPLICATOR_UNTIL_CAUGHT_UP?)"),
+    ]
+
+
+@pytest.mark.usefixtures("_fresh_warnings")
+def test_no_warning_for_the_variables_the_code_base_reads(monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    from replicator.cli.settings import env_names, warn_unknown_environment
+
+    for name in env_names():
+        if name not in ("REPLICATOR_CONFIG", "REPLICATOR_SPARK"):  # a file to read, a JSON table
+            monkeypatch.setenv(name, "1")
+    with caplog.at_level("WARNING", logger="replicator"):
+        warn_unknown_environment()  # (load_settings would stop on values such as REPLICATOR_PROTOCOL=1)
+    assert not caplog.records
+
+
+def test_environment_warning_goes_to_stderr(tmp_path: Path) -> None:
+    typo = "REPLICATOR_APPLY_PARALELISM"
+    out = subprocess.run([sys.executable, "-m", "replicator", "tables", "--warehouse", str(tmp_path / "wh")],
+                         capture_output=True, text=True, env={typo: "8", "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"WARNING replicator: {typo} is not a replicator setting (did you mean REPLICATOR_APPLY_PARALLELISM?)" \
+        in out.stderr
+
+
+#: Where REPLICATOR_ names are written down: the package, the benchmarks, tools, docs, notebooks, the
+#: tests (the harnesses set some), the Makefile and the README.
+_SOURCES = ("replicator", "bench", "tools", "docs", "notebooks", "tests", "Makefile", "README.md")
+_TEXT = {".py", ".md", ".toml", ".ipynb", ".sh", ".txt", ".cfg", ".ini", ".yml", ".yaml", ".json", ".conf", ""}
+
+
+def test_every_replicator_variable_in_the_sources_is_known() -> None:
+    """Every REPLICATOR_ name written in the code base is a setting's variable or in OTHER_ENV_VARS
+    (else setting it would warn), and every name there is still used (the list stays true)."""
+    import re
+
+    from replicator.cli.settings import OTHER_ENV_VARS, env_names
+
+    root = Path(__file__).resolve().parents[2]
+    found: dict[str, Path] = {}
+    for source in _SOURCES:
+        top = root / source
+        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
+        for f in files:
+            if "__pycache__" in f.parts or f.suffix not in _TEXT or f.resolve() == Path(__file__).resolve():
+                continue
+            for name in re.findall(r"REPLICATOR_[A-Z0-9_]+", f.read_text(errors="replace")):
+                found.setdefault(name, f.relative_to(root))
+    assert "REPLICATOR_SPARK_MASTER" in found and "REPLICATOR_UNTIL_CAUGHT_UP" in found  # the scan sees them
+    unknown = {n: str(f) for n, f in found.items() if n not in env_names()}
+    assert unknown == {}, "add these to OTHER_ENV_VARS in replicator/cli/settings.py (or fix the typo)"
+    assert len(set(OTHER_ENV_VARS)) == len(OTHER_ENV_VARS)
+    pending = {"REPLICATOR_MAVEN_REPOSITORY", "REPLICATOR_JARS_CACHE"}  # being added to delta/jars.py
+    assert {n for n in OTHER_ENV_VARS if n not in found} <= pending
