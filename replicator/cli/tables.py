@@ -1,19 +1,38 @@
-"""`replicator tables`: the replicated tables of a warehouse."""
+"""`replicator tables`: the replicated tables of a warehouse, with their row counts.
+
+On a terminal: a readable table. Piped or redirected: plain tab-separated lines (a header, then
+one line per table) with every value whole, for `grep`, `cut -f` and `column -t -s $'\\t'` (a
+table drawn for a terminal would be cut or folded to 80 columns). `--json`: for machines.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from replicator.cli.common import add_config, add_storage, settings_from
 from replicator.cli.settings import TablesCommand
 
+if TYPE_CHECKING:
+    from replicator.delta.listing import ListedTable
+
+DESCRIPTION = (
+    "List the live tables of a warehouse: schema, table, row count, key, applied watermark, reader features, "
+    "path and source. On a terminal a readable table; piped, tab-separated lines with whole values (a header "
+    "line first). For machines and scripts use --json."
+)
+TSV_COLUMNS = ("schema", "table", "rows", "key", "applied", "reader_features", "path", "source")
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("tables", help="list the replicated tables of a warehouse")
+    p = sub.add_parser("tables", help="list the replicated tables of a warehouse (row counts; --json for machines)",
+                       description=DESCRIPTION)
     add_storage(p)
-    p.add_argument("--json", action="store_true", help="a JSON array instead of a readable table")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output: one JSON array of objects with keys schema, table, path, key, "
+                        "rows, applied_ts, source, reader_features")
     add_config(p)
     p.set_defaults(handler=lambda ns: tables(TablesCommand(settings=settings_from(ns), json=ns.json)))
 
@@ -21,18 +40,49 @@ def register(sub: Any) -> None:
 def tables(cmd: TablesCommand) -> int:
     from replicator.delta.listing import list_tables
 
-    root, rows = list_tables(cmd.settings.require("warehouse"))
+    root, rows = list_tables(cmd.settings.require("warehouse"), count=True)
+    out = sys.stdout
     if cmd.json:
-        sys.stdout.write(json.dumps([r.to_json() for r in rows]) + "\n")
-        return 0
+        out.write(json.dumps([r.to_json() for r in rows]) + "\n")
+    elif out.isatty():
+        print_table(root, rows)
+    else:
+        write_tsv(out, rows)
+    return 0
+
+
+def rows_text(rows: int | None) -> str:
+    return "-" if rows is None else str(rows)
+
+
+def print_table(root: str, rows: Sequence[ListedTable]) -> None:
+    """The readable table, for a terminal (narrow: cells fold, nothing is cut off)."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"warehouse {root}")
-    for col in ("schema", "table", "key", "applied watermark", "reader features", "path", "source"):
-        table.add_column(col)
+    for col in ("schema", "table", "rows", "key", "applied watermark", "reader features", "path", "source"):
+        table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
     for r in rows:
-        table.add_row(r.schema, r.table, ", ".join(r.key), r.applied_text(), ", ".join(r.reader_features) or "-",
-                      r.path, r.source)
+        table.add_row(r.schema, r.table, f"{r.rows:,}" if r.rows is not None else "-", ", ".join(r.key),
+                      r.applied_text(), ", ".join(r.reader_features) or "-", r.path, r.source)
     Console().print(table)
-    return 0
+
+
+def _cell(text: str) -> str:
+    """One TSV cell: backslash, tab and line breaks escaped, so a line is always one table."""
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def tsv_lines(rows: Sequence[ListedTable]) -> list[str]:
+    """Header and one line per table, tab-separated, nothing cut (lists comma-joined)."""
+    lines = ["\t".join(TSV_COLUMNS)]
+    for r in rows:
+        cells = (r.schema, r.table, rows_text(r.rows), ",".join(r.key), r.applied_text(),
+                 ",".join(r.reader_features) or "-", r.path, r.source)
+        lines.append("\t".join(_cell(c) for c in cells))
+    return lines
+
+
+def write_tsv(out: TextIO, rows: Sequence[ListedTable]) -> None:
+    out.write("".join(line + "\n" for line in tsv_lines(rows)))

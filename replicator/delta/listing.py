@@ -3,18 +3,25 @@
 A warehouse holds tables applied from Kafka (catalog in `_replicator/state.json`), from a
 statement binlog (catalog in `_replicator/binlog.json`, `replicator.binlog_apply`), or both.
 Both catalogs are read here, so the listing does not depend on which source ran first.
+
+Row counts (`list_tables(..., count=True)`) come from each table's `_delta_log`
+(`replicator.delta.rowcount`: the live files' `numRecords` minus deletion vectors; exact, no Spark),
+and from a Spark `count()` only for a table whose log cannot say exactly.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from replicator.delta.features import reader_features
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
-from replicator.storage import normalise_root
+from replicator.storage import is_url, normalise_root
+
+log = logging.getLogger("replicator.delta.listing")
 
 Source = Literal["kafka", "binlog"]
 
@@ -32,12 +39,17 @@ class ListedTable:
     applied_ts: int | None = None
     applied_seq: int | None = None
     reader_features: tuple[str, ...] = ()
+    rows: int | None = None  # None: not counted (`list_tables(count=False)`) or no Delta table at `path`
 
     def to_json(self) -> dict[str, Any]:
-        """The `replicator tables --json` object (keys as before, plus `source` and `reader_features`)."""
-        return {"schema": self.schema, "table": self.table, "path": self.path, "key": list(self.key),
-                "applied_ts": self.applied_ts, "source": self.source,
-                "reader_features": list(self.reader_features)}
+        """The `replicator tables --json` object (keys as before, plus `source`, `reader_features`
+        and, when counted, `rows`)."""
+        out: dict[str, Any] = {"schema": self.schema, "table": self.table, "path": self.path,
+                               "key": list(self.key), "applied_ts": self.applied_ts, "source": self.source,
+                               "reader_features": list(self.reader_features)}
+        if self.rows is not None:
+            out["rows"] = self.rows
+        return out
 
     def applied_text(self) -> str:
         """The readable "applied watermark" cell."""
@@ -49,9 +61,26 @@ class ListedTable:
         return f"{ts} ({tso_to_datetime(ts).isoformat() if ts else '-'})"
 
 
-def list_tables(root: str | os.PathLike[str]) -> tuple[str, list[ListedTable]]:
+def table_rows(path: str) -> int | None:
+    """Exact row count of the Delta table at `path`: from its log (cheap, no Spark), else a Spark
+    `count()` (a log without per-file record counts); None when `path` holds no Delta table."""
+    from replicator.delta.rowcount import Inexact, count_rows
+
+    try:
+        return count_rows(path)
+    except Inexact as exc:
+        log.info("counting the rows of %s with Spark: %s", path, exc)
+    from replicator.delta.spark import get_spark, use_storage
+
+    spark = get_spark()
+    if is_url(path):
+        use_storage(spark)
+    return int(spark.read.format("delta").load(path).count())
+
+
+def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[str, list[ListedTable]]:
     """(warehouse root, live tables sorted by source, schema, table); ConfigError when `root` holds
-    neither catalog."""
+    neither catalog. `count`: with each table's row count (`table_rows`)."""
     from replicator.binlog_apply.state import STATE_FILE, load_state
 
     wh = Warehouse(root)
@@ -79,4 +108,6 @@ def list_tables(root: str | os.PathLike[str]) -> tuple[str, list[ListedTable]]:
              for t in bstate.tables if t.status == "live"),
             key=lambda r: (r.schema, r.table),
         )
+    if count:
+        rows = [replace(r, rows=table_rows(r.path)) for r in rows]
     return wh.root, rows
