@@ -72,8 +72,8 @@ setup: $(VENV)/.installed spark-jars kafka-jars s3-jars jvm-archive ## venv + pa
 proto: $(VENV)/.installed ## regenerate replicator/_proto from schemas/*.proto
 	bash tools/gen_proto.sh
 
-test: setup ## the whole suite (unit + integration: real Kafka broker, real Delta)
-	$(VENV)/bin/pytest -q
+test: setup ## the whole suite but the soak-only scenarios (unit + integration: real Kafka broker, S3 server, Delta)
+	$(VENV)/bin/pytest -q -m "not soak"
 
 test-unit: setup ## fast pure-Python tests only
 	$(VENV)/bin/pytest -q -m "not integration and not reliability"
@@ -112,8 +112,8 @@ cluster-down: ## stop the local Spark cluster
 notebook: setup ## Jupyter Lab on notebooks/explore.ipynb (explores ./warehouse; REPLICATOR_WAREHOUSE=DIR to change)
 	REPLICATOR_WAREHOUSE=$${REPLICATOR_WAREHOUSE:-$(abspath $(WAREHOUSE))} $(VENV)/bin/jupyter lab --ip 127.0.0.1 notebooks/explore.ipynb
 
-soak: setup ## reliability scenarios at full size
-	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m reliability
+soak: setup ## reliability scenarios at full size + the soak-only scenarios
+	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m "reliability or soak"
 
 clean: kafka-down s3-down cluster-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
 	rm -rf $(VENV) $(CACHE) state warehouse warehouse-craft build .pytest_cache .mypy_cache .ruff_cache .hypothesis

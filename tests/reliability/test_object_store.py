@@ -61,7 +61,7 @@ def _run(s3: S3Server, bootstrap: str, topic: str, url: str, *args: str, log: Pa
 
 
 def test_sigkill_at_random_instants_on_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
-    kills = size(5, 24)
+    kills = size(2, 24)
     sim, topic = _stream(kafka_bootstrap, seed=81, events=size(300, 9000))
     url, log = s3.warehouse_url("kills"), tmp_path / "runs.log"
     rnd = random.Random(81)
@@ -80,7 +80,7 @@ def test_sigkill_at_random_instants_on_s3(s3: S3Server, kafka_bootstrap: str, sp
     # A killed holder on this machine holds nothing: the rerun takes over at once (no --wait).
     final = _run(s3, kafka_bootstrap, topic, url, "--max-buffer-rows", "40", log=log)
     assert final.wait(timeout=900) == 0, tail(log)
-    assert landed >= min(5, kills), f"only {landed} of {kills} kills landed"
+    assert landed >= min(2, kills), f"only {landed} of {kills} kills landed"
     assert check_warehouse(spark, url, sim.expected) == []
     assert "took over" in log.read_text(errors="replace")
 
@@ -112,6 +112,7 @@ def test_one_writer_at_a_time(s3: S3Server, kafka_bootstrap: str, spark: Any, tm
     assert "took over" in tail(log_b, 80)
 
 
+@pytest.mark.soak  # minutes of waiting on leases / retry budgets: `make soak`
 def test_a_holder_paused_past_its_lease_commits_nothing_more(s3: S3Server, kafka_bootstrap: str, spark: Any,
                                                              tmp_path: Path) -> None:
     sim, topic = _stream(kafka_bootstrap, seed=85, events=150)
@@ -147,6 +148,7 @@ def _table_versions(spark: Any, url: str) -> dict[str, int]:
     return {e.uid: delta.table_version(e.path) for e in Warehouse(url).load_state().tables.values()}
 
 
+@pytest.mark.soak  # minutes of waiting on leases / retry budgets: `make soak`
 def test_the_server_stopped_mid_run(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     sim, topic = _stream(kafka_bootstrap, seed=87, events=size(300, 3000))
     url, log = s3.warehouse_url("outage"), tmp_path / "run.log"
