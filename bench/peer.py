@@ -207,7 +207,7 @@ def run_peer(spark: SparkSession, bootstrap: str, topic: str, protocol: str, out
     except Exception as exc:
         if "kafka" in str(exc).lower() and ("DATA_SOURCE_NOT_FOUND" in str(exc) or "Failed to find" in str(exc)):
             raise RuntimeError("Spark's Kafka source is not among the session's jars: run `make spark-jars` "
-                               "(tools/spark-jars/pom.xml resolves it into .cache/spark-jars)") from exc
+                               "(replicator/delta/jars.py declares it; it lands in .cache/spark-jars)") from exc
         raise
     query = (source.writeStream
              .queryName(f"peer-{topic}")

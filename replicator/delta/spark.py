@@ -196,12 +196,13 @@ paths), but Spark creates the directory on first use, by default `./spark-wareho
 directory the command ran from. A `[spark]` setting or spark-submit's --conf wins."""
 
 
-def _submitted_conf_has(key: str) -> bool:
-    """Whether spark-submit was given `key` (its JVM is up already: ask its SparkConf)."""
+def _submitted_conf(key: str) -> str | None:
+    """What spark-submit was given for `key` (its JVM is up already: ask its SparkConf)."""
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()
-    return bool(SparkConf().contains(key))
+    conf = SparkConf()
+    return conf.get(key) if conf.contains(key) else None
 
 
 def _submitted() -> bool:
@@ -262,7 +263,9 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             return active
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         master = spark_master()
-        if on_this_machine(master):
+        # Under spark-submit its --master decides where executors run: loopback too for a local one.
+        local = on_this_machine(master if master is not None or not _submitted() else _submitted_conf("spark.master"))
+        if local:
             # Loopback only: a local Spark never needs to listen on another interface. A driver
             # of a cluster elsewhere must be reachable by its executors: Spark's defaults then.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -286,7 +289,7 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             .config("spark.scheduler.allocation.file", str(FAIR_POOLS))
             .config("spark.databricks.delta.autoCompact.enabled", "false")
         )
-        if on_this_machine(master):
+        if local:
             builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         # Sized for this 2-core machine; under spark-submit its own --conf / --driver-memory apply
         # unless the REPLICATOR_ variable is set.
@@ -298,7 +301,7 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             for name in AWS_ENV:
                 if os.environ.get(name):
                     builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
-        if not _submitted() or not _submitted_conf_has(SQL_WAREHOUSE_CONF):
+        if not _submitted() or _submitted_conf(SQL_WAREHOUSE_CONF) is None:
             builder = builder.config(SQL_WAREHOUSE_CONF, str(SQL_WAREHOUSE_DIR))
         # The object store's settings (endpoint, path style, region, credentials chain) and the
         # config file's [spark] pass-through, which wins.

@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -186,17 +187,22 @@ def _stop_pids(pids: Sequence[int], timeout: float) -> None:
 
 def stop(state_dir: Path = DEFAULT_STATE_DIR, timeout: float = 30.0) -> bool:
     """Stop the cluster of `state_dir` (workers, then the master); False when none of it was running.
-    Workers whose master died first are stopped too (they would retry it forever)."""
+    Workers whose master died first are stopped too (they would retry it forever). The workers'
+    scratch space goes with them: each application's directory holds its jars, files and unpacked
+    `--archives` (a packed Python environment is hundreds of MB per executor)."""
     with state_dir_lock(state_dir):
         saved = _saved(state_dir)
         (state_dir / "cluster.json").unlink(missing_ok=True)
-        if saved is None:
-            return False
-        workers = [int(p) for p in saved["worker_pids"] if _ours(int(p), WORKER_CLASS)]
-        master = [int(saved["master_pid"])] if _ours(int(saved["master_pid"]), MASTER_CLASS) else []
-        _stop_pids(workers, timeout)
-        _stop_pids(master, timeout)
-        return bool(workers or master)
+        stopped = False
+        if saved is not None:
+            workers = [int(p) for p in saved["worker_pids"] if _ours(int(p), WORKER_CLASS)]
+            master = [int(saved["master_pid"])] if _ours(int(saved["master_pid"]), MASTER_CLASS) else []
+            _stop_pids(workers, timeout)
+            _stop_pids(master, timeout)
+            stopped = bool(workers or master)
+        for work in state_dir.glob("work-*"):
+            shutil.rmtree(work, ignore_errors=True)
+        return stopped
 
 
 def main(argv: Sequence[str] | None = None) -> int:
