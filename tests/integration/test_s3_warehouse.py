@@ -88,6 +88,7 @@ def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tm
         assert got == want, f"snapshot at {w}"
 
 
+@pytest.mark.soak  # CI time: replay is tested on local warehouses in CI, on s3a:// by `make soak`
 def test_replay_in_place_and_into_a_fresh_s3_warehouse(s3: S3Server, kafka_bootstrap: str, spark: Any) -> None:
     sim = _simulated("craft", seed=73, events=120)
     topic = new_topic(kafka_bootstrap, 3, prefix="s3-replay")

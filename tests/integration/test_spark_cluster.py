@@ -98,6 +98,7 @@ def test_spark_reader_on_the_cluster_equals_the_driver_reader(cluster: ClusterHa
         assert apps and list(apps[-1].glob("*/stderr")), f"worker {i} ran no executor"
 
 
+@pytest.mark.soak  # CI time: `make soak` (the cluster and s3a:// each run in CI)
 def test_spark_reader_on_the_cluster_into_an_object_store(cluster: ClusterHandle, kafka_bootstrap: str, spark: Any,
                                                           s3_store: S3Server) -> None:
     """`--reader spark` on the workers' executors into an `s3a://` warehouse: the executors write the

@@ -65,6 +65,7 @@ def _progressed(proc: subprocess.Popen[bytes], url: str, records: int, bootstrap
     return _count(url) > records and sum(_committed(bootstrap, group, topic).values()) > acked
 
 
+@pytest.mark.soak  # CI time: `make soak`
 def test_capture_into_s3_killed_mid_session_then_rerun(s3: S3Server, kafka_bootstrap: str, tmp_path: Path) -> None:
     topic = new_topic(kafka_bootstrap, 2, prefix="rel-cap-s3")
     url, group, log = s3.warehouse_url("cap-kill"), f"cap-{topic}", tmp_path / "captures.log"

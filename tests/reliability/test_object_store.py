@@ -60,6 +60,7 @@ def _run(s3: S3Server, bootstrap: str, topic: str, url: str, *args: str, log: Pa
                                 env=cli_env(**s3.env(), **(env or {})))
 
 
+@pytest.mark.soak  # a JVM start per kill on the store: `make soak` (local kills run in CI)
 def test_sigkill_at_random_instants_on_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     kills = size(2, 24)
     sim, topic = _stream(kafka_bootstrap, seed=81, events=size(300, 9000))
