@@ -57,6 +57,9 @@ def _configure_logging(verbose: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from replicator.delta.spark import route_stderr_under_spark_submit
+
+    route_stderr_under_spark_submit()  # spark-submit merges our stderr into stdout
     _configure_logging(args.verbose)
     if not args.command:
         parser.print_help()

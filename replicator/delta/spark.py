@@ -9,6 +9,7 @@ mirror) with exactly the groups the run needs. Once cached everything works offl
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shlex
@@ -18,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 from replicator.delta import jars
 from replicator.errors import ConfigError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
@@ -203,6 +204,51 @@ def _submitted_conf(key: str) -> str | None:
     SparkContext._ensure_initialized()
     conf = SparkConf()
     return conf.get(key) if conf.contains(key) else None
+
+
+class _JvmStderr(io.TextIOBase):
+    """sys.stderr under spark-submit: the JVM's System.err. spark-submit starts the Python driver
+    with its stderr merged into its stdout (PythonRunner), so anything Python writes to stderr
+    (logs, progress, error lines) would land on stdout, which `--json-summary` owns. Falls back
+    to the original stream when the JVM cannot be reached (it is exiting)."""
+
+    def __init__(self, fallback: TextIO) -> None:
+        self._fallback = fallback
+        self._err: Any = None
+
+    def write(self, text: str) -> int:
+        try:
+            if self._err is None:
+                from pyspark import SparkContext
+
+                SparkContext._ensure_initialized()
+                self._err = SparkContext._jvm.System.err  # type: ignore[union-attr]
+            self._err.print(text)
+            if "\n" in text:
+                self._err.flush()
+        except Exception:  # the gateway is gone: the merged stream is all there is
+            self._err = None
+            self._fallback.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._err is not None:
+                self._err.flush()
+        self._fallback.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+
+def route_stderr_under_spark_submit() -> None:
+    """Under spark-submit, point sys.stderr at the JVM's stderr (see _JvmStderr): call before
+    logging is configured, so its handler writes there too."""
+    if _submitted() and not isinstance(sys.stderr, _JvmStderr):
+        sys.stderr = _JvmStderr(sys.stderr)
 
 
 def _submitted() -> bool:
