@@ -118,9 +118,31 @@ def _checkpoint_live(log_dir: Location, files: list[str]) -> dict[FileKey, int]:
     return live
 
 
-def count_rows(table_path: str | os.PathLike[str]) -> int | None:
-    """The table's exact row count at its latest version, from the log; None when the path holds
-    no Delta table; Inexact when the log cannot say exactly (see the module doc)."""
+class LogSnapshot:
+    """A table's latest version in its log and its live files (key -> live rows)."""
+
+    def __init__(self, version: int, live: dict[FileKey, int]) -> None:
+        self.version = version
+        self.live = live
+
+    @property
+    def rows(self) -> int:
+        return sum(self.live.values())
+
+
+def log_version(table_path: str | os.PathLike[str]) -> int | None:
+    """The table's latest version from its `_delta_log` listing alone (the newest commit or
+    checkpoint); None when the path holds no Delta table."""
+    log_dir = as_location(table_path) / "_delta_log"
+    versions = [int(m[1]) for n in log_dir.io.children(log_dir.path)
+                if (m := _COMMIT.match(n) or _CLASSIC_CHECKPOINT.match(n) or _PART_CHECKPOINT.match(n)
+                    or _V2_CHECKPOINT.match(n))]
+    return max(versions, default=None)
+
+
+def read_snapshot(table_path: str | os.PathLike[str]) -> LogSnapshot | None:
+    """The table's latest version and live files, from the log; None when the path holds no Delta
+    table; Inexact when the log cannot say exactly (see the module doc)."""
     log_dir = as_location(table_path) / "_delta_log"
     names = log_dir.io.children(log_dir.path)
     commits = sorted(int(m[1]) for n in names if (m := _COMMIT.match(n)))
@@ -137,4 +159,11 @@ def count_rows(table_path: str | os.PathLike[str]) -> int | None:
             apply_actions(live, (json.loads(line) for line in lines if line.strip()))
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
         raise Inexact(f"unreadable log {log_dir}: {exc}") from None
-    return sum(live.values())
+    return LogSnapshot(after[-1] if after else start, live)
+
+
+def count_rows(table_path: str | os.PathLike[str]) -> int | None:
+    """The table's exact row count at its latest version, from the log; None when the path holds
+    no Delta table; Inexact when the log cannot say exactly (see the module doc)."""
+    snapshot = read_snapshot(table_path)
+    return None if snapshot is None else snapshot.rows

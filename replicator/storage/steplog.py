@@ -71,3 +71,21 @@ class StepLog:
                         continue  # a torn last line from a crash mid-append
                     by_step[int(rec["step"])] = rec
         return [by_step[k] for k in sorted(by_step)]
+
+    def last(self) -> dict[str, Any] | None:
+        """The last step's last record (None before the first step), reading only the log's last
+        segment and parsing from its end: cheap for a reader beside a running writer."""
+        if self.io.can_append:
+            data = self.io.read(self.file) or b""
+        else:
+            names = [n for n in self.io.children(self.segments) if n.endswith(".jsonl")]
+            data = (self.io.read(self.io.join(self.segments, max(names))) or b"") if names else b""
+        for line in reversed(data.decode("utf-8", errors="replace").splitlines()):
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line
+                if isinstance(rec, dict) and "step" in rec:
+                    return rec
+        return None
