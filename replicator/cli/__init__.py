@@ -19,6 +19,7 @@ from replicator import __version__
 from replicator.cli import archive, binlog, capture, check, decode, jars, run, simulate, status, tables
 from replicator.cli.settings import ReplicatorSettings, load_settings
 from replicator.errors import ReplicatorError
+from replicator.logformat import LOG_FORMATS, configure, json_logs, resolve
 
 log = logging.getLogger("replicator")
 
@@ -33,17 +34,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"replicator {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (and Spark's start-up output)")
+    _add_log_format(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in (run, tables, status, check, capture, archive, simulate, binlog, decode, jars):
         group.register(sub)
+    _log_format_after_commands(parser)
     return parser
 
 
-def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
-    )
+def _add_log_format(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=default,
+                        help="stderr log lines: human (default) or json, one JSON object per line "
+                             "(env REPLICATOR_LOG_FORMAT)")
+
+
+def _log_format_after_commands(parser: argparse.ArgumentParser) -> None:
+    """`--log-format` is also accepted after a command (`replicator run --log-format json ...`);
+    there it must not reset a value given before the command, hence SUPPRESS as its default."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in set(action.choices.values()):
+                if not any("--log-format" in a.option_strings for a in command._actions):
+                    _add_log_format(command, default=argparse.SUPPRESS)
+                _log_format_after_commands(command)
+
+
+def _configure_logging(verbose: bool, log_format: str | None = None) -> None:
+    """Log lines on stderr: `log_format` (--log-format), else REPLICATOR_LOG_FORMAT, else human
+    (replicator/logformat.py). Raises ValueError for an unknown REPLICATOR_LOG_FORMAT."""
+    configure(resolve(log_format), logging.DEBUG if verbose else logging.INFO)
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
     # pydantic-settings can dump every source's raw values (passwords included) at DEBUG.
@@ -60,7 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from replicator.delta.spark import route_stderr_under_spark_submit
 
     route_stderr_under_spark_submit()  # spark-submit merges our stderr into stdout
-    _configure_logging(args.verbose)
+    try:
+        _configure_logging(args.verbose, args.log_format)
+    except ValueError as exc:
+        parser.error(str(exc))
     if not args.command:
         parser.print_help()
         return 2
@@ -68,14 +90,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except ReplicatorError as exc:
-        sys.stderr.write(f"replicator {args.command}: error: {exc}\n")
+        _error(f"replicator {args.command}: error: {exc}", exc)
         return exc.exit_code
     except OSError as exc:  # a missing/unreadable file named on the command line
-        sys.stderr.write(f"replicator {args.command}: error: {exc}\n")
+        _error(f"replicator {args.command}: error: {exc}", exc)
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+        _error("interrupted", None)
         return 130
+
+
+def _error(message: str, exc: BaseException | None) -> None:
+    """The one line a failed command ends with: as it is, or (--log-format json) a JSON line."""
+    if json_logs():
+        log.error("%s", message, extra={"error": type(exc).__name__} if exc is not None else None)
+    else:
+        sys.stderr.write(message + "\n")
 
 
 __all__ = ["ReplicatorSettings", "build_parser", "load_settings", "main"]

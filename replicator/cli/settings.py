@@ -52,6 +52,7 @@ CONFIG_ENV = ENV_PREFIX + "CONFIG"
 #: that every REPLICATOR_ name in the sources is a setting's variable or listed here.
 OTHER_ENV_VARS = (
     CONFIG_ENV,                             # the config file (--config)
+    "REPLICATOR_LOG_FORMAT",                # logformat.py: human or json log lines (--log-format)
     "REPLICATOR_SPARK_MASTER",              # delta/spark.py: the Spark master (default local[*])
     "REPLICATOR_SPARK_JARS",                # delta/jars.py: the directory of Spark's jars
     "REPLICATOR_MAVEN_REPOSITORY",          # delta/jars.py: where missing jars are fetched from

@@ -23,6 +23,7 @@ from replicator.engine.progress import Progress
 from replicator.engine.window import Windower, WindowStats
 from replicator.errors import DecodeError, KafkaSourceError
 from replicator.events import DdlEvent, Event
+from replicator.logformat import position
 from replicator.sources.executor import APPLIED, KEEP, REPLAY
 from replicator.sources.kafka import Record
 
@@ -222,7 +223,7 @@ class BatchLoop(ControlLoop):
                 self.counts.dead_letters += 1
                 if self.options.on_error == "skip":
                     log.warning("dead-lettered topic %r partition %d offset %d: %s", rec.topic, rec.partition,
-                                rec.offset, reason)
+                                rec.offset, reason, extra={"position": position(rec.topic, rec.partition, rec.offset)})
                     continue
                 cut[rec.partition] = rec.offset
                 if failure is None:
@@ -244,7 +245,9 @@ class BatchLoop(ControlLoop):
             self.apply_ready()
             log.info("batch of %d records (%d rows to apply, watermark %d): read and decoded in %.1f s, "
                      "aggregated in %.1f s, applied in %.1f s", control.records, kept, windower.watermark,
-                     t_read - t0, t_agg - t_read, time.monotonic() - t_agg)
+                     t_read - t0, t_agg - t_read, time.monotonic() - t_agg,
+                     extra={"watermark": windower.watermark, "step": self.counts.steps,
+                            "counts": {"records": control.records, "rows": kept}})
         finally:
             batch.close()
         if failure is not None:

@@ -23,6 +23,7 @@ from replicator.engine.window import Step, Windower
 from replicator.errors import DdlError, DecodeError, ReplicatorError, UnsupportedError
 from replicator.events import Event
 from replicator.faults import fault_point
+from replicator.logformat import event_level, position
 from replicator.sources.kafka import Record, Source
 
 log = logging.getLogger("replicator")
@@ -141,7 +142,9 @@ class ControlLoop:
                     self._dead.append((rec, f"{type(exc).__name__}: {exc}"))
                     self.counts.dead_letters += 1
                     if opts.on_error == "skip":
-                        log.warning("dead-lettered %s: %s", where(rec), exc)
+                        log.warning("dead-lettered %s: %s", where(rec), exc,
+                                    extra={"position": position(rec.topic, rec.partition, rec.offset),
+                                           "error": type(exc).__name__})
                         windower.skip(rec.partition, rec.offset)
                         continue
                     failure = exc if isinstance(exc, DecodeError) else DecodeError(str(exc))
@@ -174,6 +177,9 @@ class ControlLoop:
                 self.counts.error = str(failure)
                 raise failure
             if caught_up or self._stop:
+                log.log(event_level(), "%s at watermark %d", "caught up" if caught_up else "stopped",
+                        self.counts.watermark, extra={"watermark": self.counts.watermark,
+                                                      "step": self.counts.steps, "caught_up": caught_up})
                 return
 
     def _backlogged(self) -> bool:
@@ -240,7 +246,7 @@ class ControlLoop:
             for p in new:
                 self.windower.add_partition(p)
             log.warning("topic %s has new partition(s) %s: reading them from their start; applying waits for "
-                        "their first resolved event", self.source.name, new)
+                        "their first resolved event", self.source.name, new, extra={"partitions": new})
         return True
 
     def _commit(self, record: StepRecord | None) -> None:
@@ -254,7 +260,25 @@ class ControlLoop:
         self.applier.save_progress(progress, record)
         fault_point("after_progress")
         self.counts.watermark = progress.applied_ts
-        self.source.commit(progress.offsets())
+        offsets = progress.offsets()
+        if record is not None:
+            _log_step(record, self.source.name, offsets)
+        self.source.commit(offsets)
+
+
+def _log_step(record: StepRecord, topic: str, offsets: dict[int, int]) -> None:
+    """The step-applied line: INFO in JSON logs, DEBUG (-v) in human ones (logformat.event_level)."""
+    level = event_level()
+    if not log.isEnabledFor(level):
+        return
+    tables = [t for t in record.get("tables", {}).values() if isinstance(t, dict)]
+    counts = {f"{t.get('schema')}.{t.get('table')}": {"upserts": t.get("upserts", 0), "deletes": t.get("deletes", 0)}
+              for t in tables}
+    log.log(level, "step %s applied (%s): watermark %s, %d table(s)", record.get("step"), record.get("kind", "window"),
+            record.get("applied_ts"), len(counts),
+            extra={"step": record.get("step"), "kind": record.get("kind"), "watermark": record.get("applied_ts"),
+                   "table": next(iter(counts)) if len(counts) == 1 else None, "counts": counts,
+                   "positions": [position(topic, p, o) for p, o in sorted(offsets.items())]})
 
 
 def where(rec: Record) -> str:

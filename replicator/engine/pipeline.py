@@ -36,6 +36,7 @@ from replicator.engine.window import Step, Windower, collapse
 from replicator.errors import ConfigError, DdlError, ReplicatorError, SchemaError
 from replicator.events import DdlEvent, Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
+from replicator.logformat import json_logs, position
 from replicator.sources.executor import check_row
 from replicator.sources.kafka import Record, Source
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
@@ -577,7 +578,11 @@ class WarehouseApplier:
             entry = state.tables.get(uid)
             if entry is not None and entry.status == "live":
                 versions[uid] = self.delta.table_version(entry.path)
-        log.info("DDL at %s: %s -> %s", ddl.commit_ts, ddl.query, info["outcome"])
+        pos = ddl.position
+        log.info("DDL at %s: %s -> %s", ddl.commit_ts, ddl.query, info["outcome"],
+                 extra={"table": f"{ddl.schema}.{ddl.table}" if ddl.table else ddl.schema, "ddl_type": ddl.ddl_type,
+                        "commit_ts": ddl.commit_ts, "outcome": info["outcome"],
+                        "position": position(pos.topic, pos.partition, pos.offset) if pos else None})
         return info
 
     @staticmethod
@@ -604,7 +609,7 @@ class WarehouseApplier:
         entry = TableEntry(uid=uid, schema=schema, table=table, path=path, spec=spec.to_json(), created_ts=0)
         state.tables[uid] = entry
         log.info("table %s.%s was not created in the stream: inferred from row events (key %s)",
-                 schema, table, list(spec.key))
+                 schema, table, list(spec.key), extra={"table": f"{schema}.{table}"})
         return entry
 
     def _dead_letter_ddl(self, ddl: DdlEvent, exc: Exception) -> None:
@@ -668,7 +673,8 @@ class _Display:
 
     def __init__(self, loop: ControlLoop, enabled: bool | None) -> None:
         self.loop = loop
-        self.live = sys.stderr.isatty() if enabled is None else enabled
+        # JSON log lines (--log-format json): nothing else on stderr, the progress goes as log lines.
+        self.live = not json_logs() and (sys.stderr.isatty() if enabled is None else enabled)
         self._last_log = 0.0
         self._unlogged = False  # an update since the last line logged
         self._started = time.monotonic()
@@ -686,7 +692,7 @@ class _Display:
         if self._status is not None:
             self._status.__exit__(None, None, None)
         elif self._unlogged and exc_type is None:
-            log.info("%s", self._text())
+            log.info("%s", self._text(), extra=self._fields())
 
     def _text(self) -> str:
         # The loop's own windower and source: the Spark reader makes a windower per batch, and
@@ -699,12 +705,23 @@ class _Display:
         return (f"{s.records} records ({s.events / el:,.0f} events/s) | applied watermark {wm} | lag {lag}"
                 f" | buffered {windower.buffered_rows} | kafka lag {kafka_lag if kafka_lag is not None else '?'}")
 
+    def _fields(self) -> dict[str, Any]:
+        """The progress line's structured fields (--log-format json)."""
+        s, windower = self.loop.counts, self.loop.windower
+        el = max(time.monotonic() - self._started, 1e-6)
+        wm = windower.applied_ts
+        return {"step": s.steps, "watermark": wm,
+                "counts": {"records": s.records, "events": s.events, "events_per_s": round(s.events / el, 1),
+                           "buffered_rows": windower.buffered_rows, "dead_letters": s.dead_letters,
+                           "kafka_lag": self.loop.source.lag(),
+                           "lag_s": round(max(0.0, time.time() - tso_physical_ms(wm) / 1000), 1) if wm else None}}
+
     def update(self) -> None:
         if self._status is not None:
             self._status.update(self._text())
         elif time.monotonic() - self._last_log >= 5.0:
             self._last_log = time.monotonic()
             self._unlogged = False
-            log.info("%s", self._text())
+            log.info("%s", self._text(), extra=self._fields())
         else:
             self._unlogged = True

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from replicator.errors import LeaseLostError, StateError
+from replicator.logformat import event_level
 from replicator.storage.fileio import FileIO
 
 log = logging.getLogger("replicator")
@@ -146,9 +147,12 @@ class Lease:
                     f"{self.what} is in use by another replicator run ({holder.describe()}; its lease runs "
                     f"until {_iso(holder.expires_at)}); wait for it to finish, or pass --wait to queue behind it")
             if not announced:
-                log.warning("%s is in use by another replicator run (%s); waiting", self.what, holder.describe())
+                log.warning("%s is in use by another replicator run (%s); waiting", self.what, holder.describe(),
+                            extra={"lease": "waiting", "holder": holder.describe()})
                 announced = True
             time.sleep(min(1.0, self.seconds / 4))
+        log.log(event_level(), "took the lease of %s until %s", self.what, _iso(self._expires_at),
+                extra={"lease": "taken", "holder": self.me.describe()})
         self._thread = threading.Thread(target=self._renew_loop, name="lease-renewal", daemon=True)
         self._thread.start()
 
@@ -172,7 +176,7 @@ class Lease:
             etag = self.io.replace(self.path, record.to_json(), current.etag)
             if etag is not None and holder is not None and not holder.released:
                 log.warning("took over %s from a replicator run that stopped without giving it back (%s)",
-                            self.what, holder.describe())
+                            self.what, holder.describe(), extra={"lease": "taken over", "holder": holder.describe()})
         if etag is None:  # someone else wrote it in between: look again
             again = self.io.read_versioned(self.path)
             holder = Holder.from_json(again.data) if again is not None else None
@@ -197,7 +201,8 @@ class Lease:
         try:
             self.io.replace(self.path, record.to_json(), etag)
         except Exception as exc:  # the term runs out by itself
-            log.warning("could not give back the lease of %s (%s); it expires by itself", self.what, exc)
+            log.warning("could not give back the lease of %s (%s); it expires by itself", self.what, exc,
+                        extra={"lease": "not released"})
 
     # -- keeping it --------------------------------------------------------------------------------
     def _renew_loop(self) -> None:
@@ -215,13 +220,15 @@ class Lease:
         try:
             new = self.io.replace(self.path, record.to_json(), etag)
         except Exception as exc:  # unreachable store: keep the term we have, try again
-            log.warning("could not renew the lease of %s (%s); retrying", self.what, exc)
+            log.warning("could not renew the lease of %s (%s); retrying", self.what, exc,
+                        extra={"lease": "renewal failed"})
             return
         finally:
             self.renew_seconds += time.monotonic() - started
         with self._lock:
             if new is None:
                 self._lost = "another replicator run took it over"
+                log.log(event_level(), "lost the lease of %s: %s", self.what, self._lost, extra={"lease": "lost"})
             else:
                 self._etag, self._expires_at = new, record.expires_at
                 self.renewals += 1
