@@ -58,6 +58,16 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help="term of the warehouse's writer lease: a run killed without giving it back is taken over "
                         f"this long after its last renewal (default {d['lease_seconds']:g})")
     p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics on this port while running (0: a free port, logged)")
+    p.add_argument("--metrics-host", metavar="HOST",
+                   help=f"address the metrics endpoint listens on (default {d['metrics_host']})")
+    p.add_argument("--metrics-textfile", metavar="PATH",
+                   help="write the metrics to PATH (atomically, Prometheus text format) when the run ends: for "
+                        "node_exporter's textfile collector (name it *.prom)")
+    p.add_argument("--metrics-max-tables", type=int, metavar="N",
+                   help="tables with a `table` label of their own; the rest are counted as table=\"_other\" "
+                        f"(default {d['metrics_max_tables']})")
     add_config(p)
 
 
@@ -99,6 +109,10 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         reader=s.reader,
         wait_for_lock=s.wait,
         lease_seconds=s.lease_seconds,
+        metrics_port=s.metrics_port,
+        metrics_host=s.metrics_host,
+        metrics_textfile=s.metrics_textfile,
+        metrics_max_tables=s.metrics_max_tables,
     )
 
 

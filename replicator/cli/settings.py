@@ -38,6 +38,7 @@ from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
 from replicator.formats import binlog as _binlog_format
+from replicator.metrics import DEFAULT_MAX_TABLES
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 from replicator.storage.options import DEFAULT_RETRY_BUDGET_S, StorageOptions
 
@@ -171,6 +172,11 @@ class ReplicatorSettings(BaseSettings):
     s3_path_style: StrictBool | None = None  # None: on when an endpoint is given
     storage_retry_budget: float = Field(default=DEFAULT_RETRY_BUDGET_S, gt=0)
     lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
+    # monitoring (replicator/metrics.py)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    metrics_textfile: str | None = None
+    metrics_max_tables: int = Field(default=DEFAULT_MAX_TABLES, ge=0)
     # Spark and Hadoop settings passed through as they are (the config file's [spark] table)
     spark: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 

@@ -62,6 +62,8 @@ class DeltaEdge:
         # minute in all, so a periodic maintenance job cannot starve a run.
         self.max_retries = max_retries
         self._retries = [0]  # shared with the edges `for_session` derives: one count per run
+        # Told of every conflict retry (the run's metrics count them per table); shared likewise.
+        self.on_conflict: Callable[[], None] = _no_fence
 
     @property
     def conflict_retries(self) -> int:
@@ -73,6 +75,7 @@ class DeltaEdge:
         self._retries = other._retries
         self.max_retries = other.max_retries
         self.fence = other.fence
+        self.on_conflict = other.on_conflict
 
     # -- statements ------------------------------------------------------------------------------
     def sql(self, statement: str) -> list[Any]:
@@ -105,6 +108,7 @@ class DeltaEdge:
     def conflict_backoff(self, attempt: int, what: str, exc: BaseException) -> None:
         """Count, log and sleep before re-running a statement a concurrent Delta commit rejected."""
         self._retries[0] += 1
+        self.on_conflict()
         delay = min(0.25 * 2**attempt, 8.0) * random.uniform(0.5, 1.5)
         lines = str(exc).splitlines()
         first = next((ln for ln in lines if "Concurrent" in ln or "CONCURRENT" in ln), type(exc).__name__)

@@ -198,13 +198,26 @@ def is_missing_file(exc: BaseException) -> bool:
     return "FILE_NOT_EXIST" in text or "java.io.FileNotFoundException" in text
 
 
+def _merge_metrics(row: Any) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) target rows from the row Delta's MERGE returns."""
+    values = row.asDict()
+    return (int(values.get("num_inserted_rows") or 0), int(values.get("num_updated_rows") or 0),
+            int(values.get("num_deleted_rows") or 0))
+
+
 @dataclass(frozen=True)
 class MergeResult:
+    """One MERGE: `rows` changes (`upserts` + `deletes`, one per key) and what they did to the table
+    (`inserted`, `updated`, `deleted` target rows, from Delta's MERGE metrics; 0 when skipped)."""
+
     rows: int
     upserts: int
     deletes: int
     version: int
     skipped: bool
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
 
 
 class DeltaApplier(DeltaEdge):
@@ -402,12 +415,15 @@ class DeltaApplier(DeltaEdge):
             with self.idempotent(app_id, version, json.dumps(metadata, sort_keys=True), self.conf_for(size, rows)):
                 if empty_at is None:
                     # A MERGE Delta skipped (its txnVersion already committed) returns no metrics row.
-                    skipped = not self.sql_retrying(self.merge_sql(path, spec, "", key_range, source_ref=source_ref),
-                                                    f"MERGE into {path}")
+                    out = self.sql_retrying(self.merge_sql(path, spec, "", key_range, source_ref=source_ref),
+                                            f"MERGE into {path}")
+                    skipped = not out
+                    done = _merge_metrics(out[0]) if out else (0, 0, 0)
                 else:
                     # An INSERT returns no rows either way: skipped when it made no new version.
                     self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"insert into {path}")
                     skipped = self.cached_version(path) == empty_at
+                    done = (0, 0, 0) if skipped else (rows - deletes, 0, 0)
         except Exception as exc:
             if is_missing_file(exc):
                 raise StateError(
@@ -418,4 +434,4 @@ class DeltaApplier(DeltaEdge):
                     "warehouse with `replicator replay --from-earliest`"
                 ) from None
             raise
-        return MergeResult(rows, rows - deletes, deletes, self.cached_version(path), skipped)
+        return MergeResult(rows, rows - deletes, deletes, self.cached_version(path), skipped, *done)

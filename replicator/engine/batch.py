@@ -123,6 +123,10 @@ class _BatchSource:
         # nothing (Spark does), so it stays at the restart cursors of the last `start`.
         return self.kafka.lag(read_to=self._read_to())
 
+    def partition_lags(self, read_to: Mapping[int, int] | None = None) -> dict[int, int] | None:
+        # Where the batches read to: this loop's windower is a batch's own (see `lag`).
+        return self.kafka.partition_lags(read_to=self._read_to())
+
     def close(self) -> None:
         self.kafka.close()
 

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -37,6 +37,7 @@ from replicator.errors import ConfigError, DdlError, ReplicatorError, SchemaErro
 from replicator.events import DdlEvent, Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
 from replicator.logformat import json_logs, position
+from replicator.metrics import DEFAULT_MAX_TABLES, Metrics
 from replicator.sources.executor import check_row
 from replicator.sources.kafka import Record, Source
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
@@ -71,12 +72,22 @@ class RunOptions:
     apply_parallelism: int = DEFAULT_APPLY_PARALLELISM  # MERGEs of one step run at once (engine/schedule.py)
     reader: Reader = "driver"  # where records are read and decoded (engine/batch.py for "spark")
     lease_seconds: float = DEFAULT_LEASE_SECONDS  # the writer lease's term (storage/lease.py)
+    metrics_port: int | None = None  # serve Prometheus metrics here while running (replicator/metrics.py)
+    metrics_host: str = "127.0.0.1"
+    metrics_textfile: str | None = None  # write them here at exit (node_exporter's textfile collector)
+    metrics_max_tables: int = DEFAULT_MAX_TABLES  # tables labelled individually, the rest as `_other`
 
 
 @dataclass
 class TableCounts:
+    """Per table: changes applied (one per key and step: upserts, deletes) and what they did to
+    the Delta table (inserted, updated, deleted rows, as Delta's MERGE reports them)."""
+
     upserts: int = 0
     deletes: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
 
 
 @dataclass
@@ -128,7 +139,8 @@ class RunSummary:
             "watermark_time": tso_to_datetime(self.watermark).isoformat() if self.watermark else None,
             "lag_s": self.lag_s,
             "elapsed_s": round(self.elapsed_s, 3),
-            "tables": {k: {"upserts": v.upserts, "deletes": v.deletes} for k, v in sorted(self.tables.items())},
+            "tables": {k: {"upserts": v.upserts, "deletes": v.deletes, "inserted": v.inserted, "updated": v.updated,
+                           "deleted": v.deleted} for k, v in sorted(self.tables.items())},
             "error": self.error,
             "invalid_utf8": self.invalid_utf8,
             "state_write_s": round(self.state_write_s, 3),
@@ -167,9 +179,12 @@ class Engine:
         self.warehouse = Warehouse(options.warehouse, lease_seconds=options.lease_seconds)
         self._codec = codec_for(options.protocol)
         self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText())
+        self.metrics = Metrics(protocol=options.protocol, reader=options.reader, source=source.name,
+                               max_tables=options.metrics_max_tables)
         # The decoders report text they decoded with U+FFFD to the summary's counter.
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
-        self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark)
+        self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark, self.metrics)
+        self._observed = 0.0  # when the loop's gauges were last updated (`_observe`)
         self._own_spark = spark is None  # the engine starts the session: it chooses its compiler
         self._loop: ControlLoop | None = None
         self._stop = False
@@ -187,6 +202,23 @@ class Engine:
     def run(self) -> RunSummary:
         started = time.monotonic()
         opts = self.options
+        if opts.metrics_port is not None:
+            self.metrics.serve(opts.metrics_host, opts.metrics_port)
+        ok = False
+        try:
+            self._run(started)
+            ok = True
+        finally:
+            try:
+                self.metrics.finish(success=ok and self.summary.error is None, textfile=opts.metrics_textfile)
+            except ReplicatorError as exc:
+                if ok:
+                    raise
+                log.warning("%s", exc)  # the run's own error is the one to report
+        return self.summary
+
+    def _run(self, started: float) -> None:
+        opts = self.options
         with self.warehouse.locked(wait=opts.wait_for_lock), self._signals():
             if self._own_spark:
                 from replicator.delta.spark import plan_jit
@@ -201,6 +233,7 @@ class Engine:
             state.progress = state.progress.starting_at(opts.start)
             loop = self._batch_loop(state) if opts.reader == "spark" else self._control_loop(state)
             self._loop = loop
+            self.applier.after_commit = lambda: self._observe(loop, force=True)
             if self._stop:
                 loop.request_stop()
             display = _Display(loop, enabled=opts.progress)
@@ -208,6 +241,7 @@ class Engine:
             def tick() -> None:
                 self.warehouse.fence()  # a follower that lost its lease stops even while idle
                 display.update()
+                self._observe(loop)
 
             loop.on_tick = tick
             try:
@@ -215,9 +249,24 @@ class Engine:
                     loop.run()
             finally:
                 self._summarise(loop, time.monotonic() - started)
+                self._observe(loop, force=True)
                 self.applier.close()
                 self.source.close()
-        return self.summary
+
+    def _observe(self, loop: ControlLoop, *, force: bool = False) -> None:
+        """Update the loop's gauges (watermarks, Kafka lag per partition) at most once a second, on
+        the loop's thread: the consumer is never touched by the metrics server's thread."""
+        now = time.monotonic()
+        if not force and now - self._observed < 1.0:
+            return
+        self._observed = now
+        m, windower = self.metrics, loop.windower
+        m.records_read(loop.counts.records)
+        m.watermarks(windower.applied_ts, max(windower.partition_watermarks().values(), default=0))
+        # Counted from what the loop has processed: records fetched but not yet decoded are lag too.
+        lags = loop.source.partition_lags(read_to=windower.next_offsets())
+        if lags:
+            m.kafka_lags(self.source.name, lags)
 
     def _loop_options(self) -> LoopOptions:
         opts = self.options
@@ -305,8 +354,11 @@ class WarehouseApplier:
     (with one windows.jsonl line per step), undecodable messages to the dead-letter table."""
 
     def __init__(self, warehouse: Warehouse, options: RunOptions, summary: RunSummary, source_name: str,
-                 spark: SparkSession | None = None) -> None:
+                 spark: SparkSession | None = None, metrics: Metrics | None = None) -> None:
         self.warehouse = warehouse
+        self.metrics = metrics or Metrics()
+        self._apply_s = 0.0  # the last step's apply time (its metrics are counted once it is committed)
+        self.after_commit: Callable[[], None] = lambda: None  # the engine updates its gauges (loop thread)
         self.options = options
         self.summary = summary
         self.source_name = source_name
@@ -333,6 +385,7 @@ class WarehouseApplier:
 
                 delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
                 delta.fence = self.warehouse.fence  # every Delta statement: only while this run holds the lease
+                delta.on_conflict = self.metrics.conflict_retry
                 self._delta = delta
             return self._delta
 
@@ -403,15 +456,27 @@ class WarehouseApplier:
             state.steps = record["step"]
             self.warehouse.append_window(record)
         self.warehouse.save_state(state)
+        if record is not None:
+            self.metrics.step(str(record.get("kind", "window")), self._apply_s)
+        self.after_commit()
 
     def dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
         from replicator.delta.deadletter import write_dead_letters
 
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, list(dead))
+        # The loop's dead letters are messages it could not decode; the reason starts with the error class.
+        self.metrics.dead_lettered([reason.split(":", 1)[0] for _rec, reason in dead], decode_errors=len(dead))
 
     def apply(self, step: Step) -> dict[str, Any]:
         """Apply one step: its tables' MERGEs concurrently (`apply_parallelism`), each DDL once the
         rows of its tables before it are in, one DDL at a time (engine/plan.py, engine/schedule.py)."""
+        started = time.monotonic()
+        try:
+            return self._apply(step)
+        finally:
+            self._apply_s = time.monotonic() - started
+
+    def _apply(self, step: Step) -> dict[str, Any]:
         from replicator.delta.ddl.scope import ddl_scope
 
         state = self.state
@@ -463,10 +528,16 @@ class WarehouseApplier:
                 fault_point("between_tables")
             if job.entry is None:
                 return
-            counts = self.summary.tables.setdefault(f"{seg.table[0]}.{seg.table[1]}", TableCounts())
+            name = f"{seg.table[0]}.{seg.table[1]}"
+            counts = self.summary.tables.setdefault(name, TableCounts())
             if not res.skipped:
                 counts.upserts += res.upserts
                 counts.deletes += res.deletes
+                counts.inserted += res.inserted
+                counts.updated += res.updated
+                counts.deleted += res.deleted
+            self.metrics.merged(name, inserted=res.inserted, updated=res.updated, deleted=res.deleted,
+                                committed=not res.skipped)
             uid = job.entry.uid
             prev = record["tables"].get(uid) or {"upserts": 0, "deletes": 0}
             version = max(res.version, versions.get(uid, -1))
@@ -517,6 +588,11 @@ class WarehouseApplier:
 
     def _merge(self, job: _Job) -> tuple[_Job, MergeResult]:
         """One segment's MERGE, on the calling thread's own Spark session (a pool worker's)."""
+        schema, table = job.segment.table
+        with self.metrics.table_context(f"{schema}.{table}"):  # its conflict retries count against it
+            return self._merge_segment(job)
+
+    def _merge_segment(self, job: _Job) -> tuple[_Job, MergeResult]:
         from replicator.delta.merge import MergeResult
         delta = self.session_delta()
         seg, entry, spec = job.segment, job.entry, job.spec
@@ -562,8 +638,13 @@ class WarehouseApplier:
     def _apply_ddl(self, state: State, ddl: DdlEvent, versions: dict[str, int]) -> dict[str, Any]:
         info: dict[str, Any] = {"type": ddl.ddl_type, "query": ddl.query, "schema": ddl.schema, "table": ddl.table,
                                 "commit_ts": ddl.commit_ts}
+        from replicator.delta.ddl.rules import DDL_TYPES
+
+        rule = DDL_TYPES.get(ddl.ddl_type)
+        rule_name = rule.name if rule is not None else "unknown"
         try:
-            outcome = self.ddl.apply(state, ddl)
+            with self.metrics.table_context(f"{ddl.schema}.{ddl.table}" if ddl.table else ddl.schema):
+                outcome = self.ddl.apply(state, ddl)
         except DdlError as exc:
             if self.options.on_ddl_error != "skip":
                 exc.commit_ts = ddl.commit_ts  # the loop then applies what precedes it before stopping
@@ -571,13 +652,17 @@ class WarehouseApplier:
             self._dead_letter_ddl(ddl, exc)
             info["outcome"] = f"skipped: {exc}"
             self.summary.ddl_skipped += 1
+            self.metrics.ddl(ddl.ddl_type, rule_name, [], applied=False)
             return info
         info["outcome"] = f"{outcome.action}: {outcome.detail}"
         self.summary.ddl_applied += 1
+        changed: list[str] = []
         for uid in outcome.tables:
             entry = state.tables.get(uid)
             if entry is not None and entry.status == "live":
                 versions[uid] = self.delta.table_version(entry.path)
+                changed.append(f"{entry.schema_name}.{entry.table}")
+        self.metrics.ddl(ddl.ddl_type, rule_name, changed, applied=True)
         pos = ddl.position
         log.info("DDL at %s: %s -> %s", ddl.commit_ts, ddl.query, info["outcome"],
                  extra={"table": f"{ddl.schema}.{ddl.table}" if ddl.table else ddl.schema, "ddl_type": ddl.ddl_type,
@@ -620,6 +705,7 @@ class WarehouseApplier:
 
         write_dead_letters(self.delta.spark, self.warehouse, self.options.protocol, [(rec, f"DdlError: {exc}")])
         self.ddl_dead_letters += 1
+        self.metrics.dead_lettered(["DdlError"], decode_errors=0)
 
 
 @dataclass(frozen=True)

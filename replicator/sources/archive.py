@@ -166,6 +166,10 @@ class ArchiveSource:
     def lag(self) -> int | None:
         return max(0, self.scan.records - self._consumed)
 
+    def partition_lags(self, read_to: Mapping[int, int] | None = None) -> dict[int, int] | None:
+        """An archive is read in its own order, not per partition: no per-partition lag."""
+        return None
+
     def close(self) -> None:
         if self._iter is not None:
             close = getattr(self._iter, "close", None)

@@ -53,6 +53,10 @@ class Source(Protocol):
 
     def lag(self) -> int | None: ...
 
+    def partition_lags(self, read_to: Mapping[int, int] | None = None) -> dict[int, int] | None:
+        """Per partition: records not read yet, counted from `read_to` (the next offset the caller
+        will process, where it knows) or the source's own position; None: it cannot tell."""
+
     def close(self) -> None: ...
 
 
@@ -409,6 +413,21 @@ class KafkaSource:
                          else self._position(tp) for tp in self._tps}
             return kafka_lag({p: self._latest_end.get(p, 0) for p in positions}, positions)
         except Exception:  # lag is informational only
+            return None
+
+    def partition_lags(self, read_to: Mapping[int, int] | None = None) -> dict[int, int] | None:
+        """Per partition: its end offset (the later of the last probe's and the last fetch response's
+        high watermark; no request is sent) less the next offset to read (`read_to` as in `lag`).
+        Only from the thread that polls: kafka-python's consumer is not thread-safe."""
+        try:
+            out: dict[int, int] = {}
+            for tp in self._tps:
+                p = tp.partition
+                pos = read_to[p] if read_to and p in read_to else self._position(tp)
+                end = max(self._latest_end.get(p, 0), self._consumer.highwater(tp) or 0)
+                out[p] = max(0, end - (pos or 0))
+            return out
+        except Exception:  # informational only
             return None
 
     def commit(self, offsets: Mapping[int, int]) -> None:
