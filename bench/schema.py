@@ -89,12 +89,12 @@ def render_markdown(res: dict[str, Any]) -> str:
     lines = [f"## Schema change at lake scale: RENAME COLUMN on {res['rows']:,} rows", "",
              f"One `compatible` table of {res['rows']:,} rows ({mib:,.0f} MiB of live data files, loaded in "
              f"{res['load_s']:.1f} s), renamed twice through the DDL applier in one run:", "",
-             "| `--schema-change` | seconds | commits | data files added | table MiB per second |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+             "| `--schema-change` | seconds | commits | data files added |",
+             "| --- | ---: | ---: | ---: |"]
     for mode in ("rewrite", "metadata"):
         r = res[mode]
-        lines.append(f"| {mode} | {r['seconds']:.2f} s | {r['commits']} | {r['files_added']} | "
-                     f"{r['mib_per_s']:,.1f} |")
+        lines.append(f"| {mode} | {r['seconds']:.2f} s | {r['commits']} | {r['files_added']} |")
+    lines += ["", f"The rewrite copies {res['rewrite']['mib_per_s']:.1f} MiB of table per second."]
     return "\n".join(lines) + "\n"
 
 
