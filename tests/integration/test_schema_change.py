@@ -246,3 +246,33 @@ def test_under_the_limit_tables_are_rewritten_as_before_and_the_rewrite_says_chu
     finally:
         spark.conf.unset(TIME_TRAVEL_SCHEMA)
     assert sorted(kinds) == ["delete"] * N + ["insert"] * N
+
+
+def test_forced_choices_and_a_type_change_widening_does_not_cover(spark: Any, tmp_path: Path) -> None:
+    """`--schema-change rewrite` rewrites even a table over the limit; under `metadata` a change type
+    widening does not cover (INT -> VARCHAR) is still rewritten, says so, and enables nothing."""
+    from replicator.delta import features
+    from replicator.delta.ddl import DdlApplier
+    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.warehouse import State
+    from replicator.engine.window import Change
+    from replicator.events import DdlEvent
+
+    delta = DeltaApplier(spark)
+    ddl = DdlApplier(delta, Warehouse(tmp_path / "wh"))
+    state = State()
+    ddl.apply(state, DdlEvent(10, "db", "t", 3, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)"))
+    entry = state.live_table("db", "t")
+    assert entry is not None
+    delta.merge(entry.path, entry.uid, entry.table_spec,
+                [Change((i,), False, {"id": i, "a": i, "b": i}) for i in range(3)], 1, {})
+    delta.schema_change, delta.rewrite_limit = "rewrite", 1
+    out = ddl.apply(state, DdlEvent(20, "db", "t", 12, "ALTER TABLE t RENAME COLUMN a TO aa"))
+    assert "table rewritten (rename a -> aa)" in out.detail and out.reader_changes == ()
+    delta.schema_change = "metadata"
+    out = ddl.apply(state, DdlEvent(30, "db", "t", 12, "ALTER TABLE t MODIFY COLUMN b VARCHAR(10)"))
+    assert "not metadata-only: Delta type widening does not cover it" in out.detail, out.detail
+    assert out.reader_changes == () and features.reader_features(entry.path) == []
+    assert _spark_rows(spark, entry.path) == [{"id": i, "aa": i, "b": str(i)} for i in range(3)]
+    last = _commit_info(_log(entry.path)[max(_log(entry.path))])
+    assert json.loads(last["userMetadata"])["replicator"]["change_feed"] == REWRITE_CHURN
