@@ -48,6 +48,8 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--sections", default=",".join(section_names()), help="which sections (default all)")
     p.add_argument("--scale-sizes", help="table sizes for the MERGE scale section (default 100000,1000000,10000000; "
                    "--quick: 100000,300000,1000000)")
+    p.add_argument("--schema-rows", type=int, default=None,
+                   help="rows of the schema section's table (default 10,000,000; --quick: 200,000)")
     p.add_argument("--scale-repeat", type=int, default=None, help="MERGE rounds per size and mode (default 3)")
     p.add_argument("--profile-events", type=int, default=None, help="row changes for the profiled run (default 20,000)")
     p.add_argument("--max-buffer-rows", type=int, default=200_000, help="passed to replicator run (default 200,000)")
@@ -116,6 +118,7 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     if any(s < cfg.scale_changes for s in cfg.scale_sizes):
         p.error(f"--scale-sizes must each be >= {cfg.scale_changes} (the change set)")
     cfg.scale_repeat = a.scale_repeat or (1 if a.quick else 3)
+    cfg.schema_rows = a.schema_rows or (200_000 if a.quick else 10_000_000)
     cfg.workload_events = 10_000 if a.quick else 50_000
     cfg.profile_events = a.profile_events or min(cfg.events, 20_000)
     return cfg

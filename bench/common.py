@@ -37,10 +37,12 @@ class BenchConfig:
     partitions: int = 3
     protocols: tuple[str, ...] = PROTOCOLS
     sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "scale",
-                                 "features", "profile")  # names in bench.sections.SECTIONS
+                                 "features", "schema", "profile")  # names in bench.sections.SECTIONS
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
+    # Schema change at lake scale: RENAME COLUMN on a table of this many rows, rewrite vs metadata-only.
+    schema_rows: int = 10_000_000
     workload_events: int = 50_000
     profile_events: int = 20_000
     max_buffer_rows: int = 200_000

@@ -113,7 +113,7 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     (a new section adds its block to this tuple)."""
     lines = _header_md(results, cfg)
     e2e, resources = _e2e_md(results, cfg)
-    for block in (_codec_md(results), e2e, _scale_md(results), _features_md(results), resources,
+    for block in (_codec_md(results), e2e, _scale_md(results), _features_md(results), _schema_md(results), resources,
                   _profile_md(results, cfg), _peer_md(results), _tables_md(results), _follower_md(results),
                   _reader_md(results), _objectstore_md(results)):
         lines += block
@@ -123,6 +123,15 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     lines += ["", "Raw figures: `bench/results.json` (not committed). Re-run: `make bench` "
                   "(`make bench BENCH_ARGS=\"--events 100000\"`; `--quick` for a short smoke run).", ""]
     return "\n".join(lines)
+
+
+def _schema_md(results: dict[str, Any]) -> list[str]:
+    """Schema change at lake scale: RENAME COLUMN, rewrite vs metadata-only."""
+    if not results.get("schema"):
+        return []
+    from bench.schema import render_markdown as render_schema
+
+    return ["", render_schema(results["schema"])]
 
 
 def _features_md(results: dict[str, Any]) -> list[str]:

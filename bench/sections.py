@@ -157,6 +157,12 @@ def _features(ctx: Context) -> None:
                                              sizes=cfg.scale_sizes[:1] if cfg.quick else cfg.scale_sizes[-2:])
 
 
+def _schema(ctx: Context) -> None:
+    from bench.schema import bench_schema
+
+    ctx.results["schema"] = bench_schema(ctx.spark, ctx.scratch, ctx.cfg.schema_rows)
+
+
 def _profile(ctx: Context) -> None:
     ctx.results["profile"] = profile_engine(ctx.spark, ctx.cfg, ctx.bootstrap, ctx.scratch)
 
@@ -176,6 +182,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
+    Section("schema", "11: schema change at lake scale (RENAME COLUMN: rewrite vs metadata-only)", with_spark=_schema),
     Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from replicator.cli.common import add_config, add_storage, print_summary, settings_from, time_zone
 from replicator.cli.settings import ReplayCommand, ReplicatorSettings, RunCommand, defaults
 from replicator.delta.features import PROFILES
+from replicator.delta.schemachange import SCHEMA_CHANGES, format_size
 from replicator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,6 +38,15 @@ def add_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--table-features", choices=PROFILES,
                    help="Delta features of new tables: compatible (readable by deltalake and polars; a DDL that "
                         f"needs more rewrites the table) or fast (everything up front) (default {d['table_features']})")
+    p.add_argument("--schema-change", choices=SCHEMA_CHANGES,
+                   help="RENAME / DROP COLUMN and type changes of a table without column mapping / type widening: "
+                        "rewrite it (every reader reads it), metadata (metadata-only: enable the feature, no data "
+                        "copied, no change-feed churn) or auto: metadata-only at or over --rewrite-limit "
+                        f"(default {d['schema_change']})")
+    p.add_argument("--rewrite-limit", metavar="SIZE",
+                   help="with --schema-change auto: tables whose live data files hold at least this much change "
+                        "metadata-only; bytes (1048576) or a size (512MiB, 1GiB) "
+                        f"(default {format_size(d['rewrite_limit'])})")
     p.add_argument("--timezone", help=f"upstream time zone of TIMESTAMP values (default {d['timezone']})")
     p.add_argument("--legacy", choices=["auto", "legacy", "modern"],
                    help=f"Open Protocol pre-4.0.6 base64 strings (default {d['legacy']})")
@@ -102,6 +112,8 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         on_error=s.on_error,
         on_ddl_error=s.on_ddl_error,
         table_features=s.table_features,
+        schema_change=s.schema_change,
+        rewrite_limit=s.rewrite_limit,
         decode=DecodeOptions(timezone=time_zone(s.timezone), legacy=s.legacy, zero_dates=s.zero_dates),
         start=start,
         max_buffer_rows=s.max_buffer_rows,

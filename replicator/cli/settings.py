@@ -34,6 +34,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from replicator.delta.features import DEFAULT_PROFILE, Profile
+from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
@@ -132,6 +133,14 @@ def _spark_conf(value: Any) -> Any:
     return flat
 
 
+def _size(value: Any) -> int:
+    """`--rewrite-limit`: a byte count or a size (`1GiB`); the ConfigError's text as the error."""
+    try:
+        return parse_size(value, "a size")
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix("a size: ")) from None
+
+
 class ReplicatorSettings(BaseSettings):
     """The layered settings of `run`, `replay`, `tables` and `capture` (field name = flag name with '_')."""
 
@@ -157,6 +166,8 @@ class ReplicatorSettings(BaseSettings):
     on_error: Literal["stop", "skip"] = "stop"
     on_ddl_error: Literal["stop", "skip"] = "stop"
     table_features: Profile = DEFAULT_PROFILE
+    schema_change: SchemaChange = DEFAULT_SCHEMA_CHANGE
+    rewrite_limit: Annotated[int, BeforeValidator(_size)] = DEFAULT_REWRITE_LIMIT
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     zero_dates: Literal["error", "null"] = "error"

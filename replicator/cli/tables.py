@@ -32,7 +32,8 @@ def register(sub: Any) -> None:
     add_storage(p)
     p.add_argument("--json", action="store_true",
                    help="machine-readable output: one JSON array of objects with keys schema, table, path, key, "
-                        "rows, applied_ts, source, reader_features")
+                        "rows, applied_ts, source, reader_features, readers (spark, deltalake-sql, deltalake-dataset, "
+                        "polars: the ones that read the table), reader_changes (which DDL changed them, and why)")
     add_config(p)
     p.set_defaults(handler=lambda ns: tables(TablesCommand(settings=settings_from(ns), json=ns.json)))
 

@@ -13,9 +13,11 @@ tables, kept true by tests/integration/test_table_features.py; the README has th
 
 Profiles (`--table-features`):
 - `compatible` (default): CREATE TABLE sets only the change data feed; RENAME / DROP COLUMN and
-  type changes rewrite the table in one overwrite commit (replicator/delta/ddl/alter.py
-  `_rewrite_table`) rather than enable column mapping or type widening, so every reader above
-  reads every table. A table that already has a feature gets the DDL in place.
+  type changes of a table under `--rewrite-limit` rewrite it in one overwrite commit
+  (replicator/delta/ddl/alter.py `_rewrite_table`) rather than enable column mapping or type
+  widening, so every reader above reads it; at or over the limit they are metadata-only and the
+  table gets the feature then (replicator/delta/schemachange.py, `--schema-change`). A table
+  that already has a feature gets the DDL in place.
 - `fast`: everything up front (column mapping, deletion vectors, type widening, CDF), as before.
 
 A table keeps the features it has: the profile only decides what a table without them gets.
@@ -58,11 +60,12 @@ PROFILE_PROPERTIES: dict[str, dict[str, str]] = {
 
 READERS: dict[str, frozenset[str]] = {
     "spark": frozenset({"columnMapping", "deletionVectors", "typeWidening", "timestampNtz"}),
-    "deltalake": frozenset({"columnMapping", "deletionVectors", "timestampNtz"}),  # QueryBuilder (DataFusion)
-    "deltalake-pyarrow": frozenset({"timestampNtz"}),  # DeltaTable.to_pyarrow_table() / to_pandas()
+    "deltalake-sql": frozenset({"columnMapping", "deletionVectors", "timestampNtz"}),  # QueryBuilder (DataFusion)
+    "deltalake-dataset": frozenset({"timestampNtz"}),  # DeltaTable.to_pyarrow_table() / to_pandas()
     "polars": frozenset({"deletionVectors", "timestampNtz"}),
 }
-"""Reader features each common reader reads (the table in the module doc)."""
+"""Reader features each common reader reads (the table in the module doc); the names are the
+`readers` of `replicator tables --json`."""
 
 
 def check_profile(profile: str) -> Profile:

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from replicator.delta.features import reader_features
+from replicator.delta.features import reader_features, readers_of
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
 from replicator.storage import is_url, normalise_root
@@ -40,13 +40,20 @@ class ListedTable:
     applied_seq: int | None = None
     reader_features: tuple[str, ...] = ()
     rows: int | None = None  # None: not counted (`list_tables(count=False)`) or no Delta table at `path`
+    reader_changes: tuple[dict[str, Any], ...] = ()  # from the catalog (TableEntry.reader_changes)
+
+    @property
+    def readers(self) -> list[str]:
+        """The common readers that read this table (features.READERS)."""
+        return readers_of(list(self.reader_features))
 
     def to_json(self) -> dict[str, Any]:
-        """The `replicator tables --json` object (keys as before, plus `source`, `reader_features`
-        and, when counted, `rows`)."""
+        """The `replicator tables --json` object (keys as before, plus `source`, `reader_features`,
+        `readers`, `reader_changes` and, when counted, `rows`)."""
         out: dict[str, Any] = {"schema": self.schema, "table": self.table, "path": self.path,
                                "key": list(self.key), "applied_ts": self.applied_ts, "source": self.source,
-                               "reader_features": list(self.reader_features)}
+                               "reader_features": list(self.reader_features), "readers": self.readers,
+                               "reader_changes": list(self.reader_changes)}
         if self.rows is not None:
             out["rows"] = self.rows
         return out
@@ -96,7 +103,7 @@ def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[s
         state = wh.load_state()
         rows += [
             ListedTable(e.schema_name, e.table, normalise_root(e.path), tuple(e.key), "kafka", state.applied_ts,
-                        reader_features=tuple(reader_features(e.path)))
+                        reader_features=tuple(reader_features(e.path)), reader_changes=tuple(e.reader_changes))
             for e in state.live_tables()
         ]
     if has_binlog:

@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 from replicator.delta.edge import DeltaEdge
 from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
+from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
 from replicator.engine.window import Change
 from replicator.errors import SchemaError, StateError
@@ -230,6 +231,10 @@ class DeltaApplier(DeltaEdge):
         super().__init__(spark)
         # What a new table gets (`--table-features`); a table keeps whatever it already has.
         self.table_features: Profile = check_profile(table_features)
+        # How a RENAME / DROP COLUMN or type change reaches a table without the feature it needs:
+        # rewrite or metadata-only, by size (`--schema-change`, `--rewrite-limit`; schemachange.py).
+        self.schema_change: SchemaChange = DEFAULT_SCHEMA_CHANGE
+        self.rewrite_limit = DEFAULT_REWRITE_LIMIT
         # Per-MERGE session confs (`make bench` measures them; see MERGE_CONF).
         self.merge_conf = dict(MERGE_CONF)
         self.app_id_prefix = app_id_prefix
@@ -248,6 +253,7 @@ class DeltaApplier(DeltaEdge):
         """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
         conflict retries counted together; session confs stay per session."""
         other = DeltaApplier(spark, self.app_id_prefix, self.table_features)
+        other.schema_change, other.rewrite_limit = self.schema_change, self.rewrite_limit
         other.merge_conf = dict(self.merge_conf)
         other.key_range_pruning = self.key_range_pruning
         other.key_range_min_bytes = self.key_range_min_bytes

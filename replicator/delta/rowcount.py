@@ -8,6 +8,9 @@ every later commit's adds and removes in order, summing `numRecords` minus the r
 deletion vector marks deleted (its `cardinality`). That is exact and reads one checkpoint file plus
 fewer commits than the checkpoint interval (10 by default).
 
+The same replay with each add action's `size` gives the bytes of the live data files
+(`live_bytes`: how big a table is for `--rewrite-limit`, replicator/delta/schemachange.py).
+
 When the log cannot give an exact answer (a file without `numRecords` in its statistics, a v2
 checkpoint with sidecar files, a gap in the commits, a log that cannot be parsed) `count_rows`
 raises `Inexact` and the caller counts with Spark; a path without a log gives None.
@@ -21,7 +24,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from replicator.storage import Location, as_location
@@ -65,8 +68,14 @@ def file_rows(add: Mapping[str, Any]) -> int:
     return records - deleted
 
 
-def apply_actions(live: dict[FileKey, int], actions: Iterable[Mapping[str, Any]]) -> None:
-    """Apply one commit's actions to the live files (key -> rows)."""
+def file_bytes(add: Mapping[str, Any]) -> int:
+    """Bytes of one add action's data file (`size`, required by the protocol)."""
+    return int(add["size"])
+
+
+def apply_actions(live: dict[FileKey, int], actions: Iterable[Mapping[str, Any]],
+                  measure: Callable[[Mapping[str, Any]], int] = file_rows) -> None:
+    """Apply one commit's actions to the live files (key -> `measure` of the add: rows by default)."""
     adds: list[Mapping[str, Any]] = []
     for action in actions:
         if rm := action.get("remove"):
@@ -74,7 +83,7 @@ def apply_actions(live: dict[FileKey, int], actions: Iterable[Mapping[str, Any]]
         elif add := action.get("add"):
             adds.append(add)
     for add in adds:  # a commit's removes and adds of one file (a new deletion vector) in any order
-        live[(str(add["path"]), _dv_id(add.get("deletionVector")))] = file_rows(add)
+        live[(str(add["path"]), _dv_id(add.get("deletionVector")))] = measure(add)
 
 
 def _latest_checkpoint(names: Iterable[str]) -> tuple[int, list[str]]:
@@ -100,7 +109,8 @@ def _latest_checkpoint(names: Iterable[str]) -> tuple[int, list[str]]:
     return best, complete.get(best, [])
 
 
-def _checkpoint_live(log_dir: Location, files: list[str]) -> dict[FileKey, int]:
+def _checkpoint_live(log_dir: Location, files: list[str],
+                     measure: Callable[[Mapping[str, Any]], int] = file_rows) -> dict[FileKey, int]:
     import pyarrow.parquet as pq
 
     live: dict[FileKey, int] = {}
@@ -114,7 +124,7 @@ def _checkpoint_live(log_dir: Location, files: list[str]) -> dict[FileKey, int]:
             continue
         for add in table.column("add").to_pylist():
             if add:
-                live[(str(add["path"]), _dv_id(add.get("deletionVector")))] = file_rows(add)
+                live[(str(add["path"]), _dv_id(add.get("deletionVector")))] = measure(add)
     return live
 
 
@@ -140,9 +150,11 @@ def log_version(table_path: str | os.PathLike[str]) -> int | None:
     return max(versions, default=None)
 
 
-def read_snapshot(table_path: str | os.PathLike[str]) -> LogSnapshot | None:
-    """The table's latest version and live files, from the log; None when the path holds no Delta
-    table; Inexact when the log cannot say exactly (see the module doc)."""
+def read_snapshot(table_path: str | os.PathLike[str],
+                  measure: Callable[[Mapping[str, Any]], int] = file_rows) -> LogSnapshot | None:
+    """The table's latest version and live files (key -> `measure` of its add action: live rows by
+    default), from the log; None when the path holds no Delta table; Inexact when the log cannot
+    say exactly (see the module doc)."""
     log_dir = as_location(table_path) / "_delta_log"
     names = log_dir.io.children(log_dir.path)
     commits = sorted(int(m[1]) for n in names if (m := _COMMIT.match(n)))
@@ -153,10 +165,10 @@ def read_snapshot(table_path: str | os.PathLike[str]) -> LogSnapshot | None:
         after = [v for v in commits if v > start]
         if after != list(range(start + 1, start + 1 + len(after))):
             raise Inexact(f"a gap in the commits of {log_dir} after version {start}")
-        live = _checkpoint_live(log_dir, checkpoint_files) if checkpoint_files else {}
+        live = _checkpoint_live(log_dir, checkpoint_files, measure) if checkpoint_files else {}
         for version in after:
             lines = (log_dir / f"{version:020d}.json").read_text().splitlines()
-            apply_actions(live, (json.loads(line) for line in lines if line.strip()))
+            apply_actions(live, (json.loads(line) for line in lines if line.strip()), measure)
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
         raise Inexact(f"unreadable log {log_dir}: {exc}") from None
     return LogSnapshot(after[-1] if after else start, live)
@@ -167,3 +179,11 @@ def count_rows(table_path: str | os.PathLike[str]) -> int | None:
     no Delta table; Inexact when the log cannot say exactly (see the module doc)."""
     snapshot = read_snapshot(table_path)
     return None if snapshot is None else snapshot.rows
+
+
+def live_bytes(table_path: str | os.PathLike[str]) -> int | None:
+    """Bytes of the data files of the table's latest snapshot (its live data; not the change-data
+    files, the log or files only older versions use), from the log; None when the path holds no
+    Delta table; Inexact when the log cannot say exactly (see the module doc)."""
+    snapshot = read_snapshot(table_path, file_bytes)
+    return None if snapshot is None else sum(snapshot.live.values())

@@ -66,6 +66,17 @@ class TableEntry(BaseModel):
     status: Literal["live", "dropped"] = "live"
     created_ts: int = 0
     dropped_ts: int | None = None
+    # Reader requirements a DDL changed (a metadata-only schema change enabled a reader feature):
+    # table, feature, why, readers after, ddl, commit_ts (replicator/delta/schemachange.py).
+    reader_changes: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_reader_changes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """state.json keeps its shape for tables without reader changes (most)."""
+        out: dict[str, Any] = handler(self)
+        if not out.get("reader_changes"):
+            out.pop("reader_changes", None)
+        return out
 
     @property
     def table_spec(self) -> TableSpec:

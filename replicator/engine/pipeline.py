@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.features import DEFAULT_PROFILE, Profile
+from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.loop import ControlLoop, LoopOptions
@@ -72,6 +73,9 @@ class RunOptions:
     apply_parallelism: int = DEFAULT_APPLY_PARALLELISM  # MERGEs of one step run at once (engine/schedule.py)
     reader: Reader = "driver"  # where records are read and decoded (engine/batch.py for "spark")
     lease_seconds: float = DEFAULT_LEASE_SECONDS  # the writer lease's term (storage/lease.py)
+    # RENAME / DROP COLUMN and type changes: rewrite or metadata-only, by size (delta/schemachange.py)
+    schema_change: SchemaChange = DEFAULT_SCHEMA_CHANGE
+    rewrite_limit: int = DEFAULT_REWRITE_LIMIT
     metrics_port: int | None = None  # serve Prometheus metrics here while running (replicator/metrics.py)
     metrics_host: str = "127.0.0.1"
     metrics_textfile: str | None = None  # write them here at exit (node_exporter's textfile collector)
@@ -111,6 +115,8 @@ class RunSummary:
     state_write_s: float = 0.0
     lease_renewals: int = 0
     lease_renew_s: float = 0.0
+    # tables whose reader requirements a metadata-only schema change changed, and why (DdlOutcome)
+    reader_changes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def invalid_utf8(self) -> int:
@@ -146,6 +152,7 @@ class RunSummary:
             "state_write_s": round(self.state_write_s, 3),
             "lease_renewals": self.lease_renewals,
             "lease_renew_s": round(self.lease_renew_s, 3),
+            "reader_changes": list(self.reader_changes),
         }
 
     def render(self) -> str:
@@ -163,6 +170,9 @@ class RunSummary:
             lines.append(f"invalid UTF-8     {self.invalid_utf8} text values replicated with U+FFFD")
         for name, c in sorted(self.tables.items()):
             lines.append(f"  {name}: {c.upserts} upserted, {c.deletes} deleted")
+        for rc in self.reader_changes:
+            lines.append(f"reader change     {rc['table']}: {rc['feature']} ({rc['why']}); "
+                         f"readers now {', '.join(rc['readers']) or 'none'}")
         return "\n".join(lines)
 
 
@@ -384,6 +394,7 @@ class WarehouseApplier:
                 from replicator.delta.spark import get_spark
 
                 delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
+                delta.schema_change, delta.rewrite_limit = self.options.schema_change, self.options.rewrite_limit
                 delta.fence = self.warehouse.fence  # every Delta statement: only while this run holds the lease
                 delta.on_conflict = self.metrics.conflict_retry
                 self._delta = delta
@@ -656,6 +667,9 @@ class WarehouseApplier:
             return info
         info["outcome"] = f"{outcome.action}: {outcome.detail}"
         self.summary.ddl_applied += 1
+        if outcome.reader_changes:
+            info["reader_changes"] = list(outcome.reader_changes)
+            self.summary.reader_changes.extend(outcome.reader_changes)
         changed: list[str] = []
         for uid in outcome.tables:
             entry = state.tables.get(uid)

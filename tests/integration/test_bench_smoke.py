@@ -184,7 +184,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
     assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "scale", "features",
-                     "profile"]
+                     "schema", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -192,6 +192,7 @@ def test_sections_are_registered_in_one_place() -> None:
     full = bench.parse_args([])
     assert (full.tables_counts, full.tables_events, full.follower_seconds) == ((10, 200), 100_000, 180.0)
     assert full.apply_parallelism is None and bench.run_args(full) == []
+    assert (full.schema_rows, quick.schema_rows) == (10_000_000, 200_000)
     # The object store: Craft unless --protocols names others; alternating pairs, one with --quick.
     assert (full.objectstore_protocols, full.objectstore_pairs, full.objectstore_events) == (("craft",), 2, None)
     assert (quick.objectstore_protocols, quick.objectstore_pairs) == (("craft",), 1)

@@ -118,7 +118,7 @@ def _read_all(spark: Any, path: str, readers: tuple[str, ...]) -> dict[str, list
         if reader == "spark":
             rows = [r.asDict() for r in spark.read.format("delta").load(path).collect()]
         elif reader.startswith("deltalake"):
-            rows = deltalake_rows(path, "pyarrow" if reader == "deltalake-pyarrow" else "datafusion")
+            rows = deltalake_rows(path, "pyarrow" if reader == "deltalake-dataset" else "datafusion")
         else:
             rows = polars.read_delta(path).to_arrow().to_pylist()
         out[reader] = sorted(rows, key=lambda r: r["id"])
@@ -146,7 +146,7 @@ def test_rename_and_drop_column_keep_the_table_readable(spark: Any, tmp_path: Pa
     env.run(state, 6, "ALTER TABLE db.t DROP COLUMN b")
     env.run(state, 12, "ALTER TABLE db.t MODIFY COLUMN c BIGINT COMMENT 'see'")
     expected = [{"id": i, "aa": f"x{i}", "c": -i} for i in range(5)]
-    for reader, rows in _read_all(spark, entry.path, ("spark", "deltalake", "deltalake-pyarrow", "polars")).items():
+    for reader, rows in _read_all(spark, entry.path, ("spark", "deltalake-sql", "deltalake-dataset", "polars")).items():
         assert rows == expected, reader
     fields = {f.name: f for f in spark.read.format("delta").load(entry.path).schema.fields}
     assert fields["c"].dataType.simpleString() == "bigint" and fields["c"].metadata.get("comment") == "see"
@@ -179,9 +179,9 @@ def test_column_mapping_enabled_on_an_existing_table(spark: Any, tmp_path: Path,
     upgrades = [h for h in env.history(entry.path) if h["userMetadata"] and '"feature"' in h["userMetadata"]]
     assert len(upgrades) == 1 and json.loads(upgrades[0]["userMetadata"])["replicator"]["feature"] == "columnMapping"
     assert not any("rewrite" in (h["userMetadata"] or "") for h in env.history(entry.path))
-    got = _read_all(spark, entry.path, ("spark", "deltalake", "deltalake-pyarrow"))
-    assert got["spark"] == got["deltalake"] == [{"id": i, "aa": f"x{i}"} for i in range(3)]
-    assert [r["aa"] for r in got["deltalake-pyarrow"]] == [None] * 3  # silently wrong
+    got = _read_all(spark, entry.path, ("spark", "deltalake-sql", "deltalake-dataset"))
+    assert got["spark"] == got["deltalake-sql"] == [{"id": i, "aa": f"x{i}"} for i in range(3)]
+    assert [r["aa"] for r in got["deltalake-dataset"]] == [None] * 3  # silently wrong
     assert features.reader_features(entry.path) == ["columnMapping"]
     with pytest.raises(Exception, match=r"(?i)column ?mapping"):
         polars.read_delta(entry.path)
@@ -221,11 +221,11 @@ def test_reader_matrix_is_true(spark: Any, tmp_path: Path) -> None:
             spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 2").collect()
         want = features.reader_features(path)
         assert want == ([] if name in ("none", "changeDataFeed") else [name])
-        for reader in ("deltalake", "deltalake-pyarrow", "polars"):
+        for reader in ("deltalake-sql", "deltalake-dataset", "polars"):
             ok = reader in features.readers_of(want)
             try:
                 rows = (polars.read_delta(path).to_arrow().to_pylist() if reader == "polars"
-                        else deltalake_rows(path, "pyarrow" if reader == "deltalake-pyarrow" else "datafusion"))
+                        else deltalake_rows(path, "pyarrow" if reader == "deltalake-dataset" else "datafusion"))
                 # reading is returning the right rows (a reader may also ignore a feature silently)
                 read = sorted(r["id"] for r in rows) == ([1, 3] if name == "deletionVectors" else [1, 2, 3])
             except Exception:

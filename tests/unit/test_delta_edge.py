@@ -122,7 +122,9 @@ def test_listing_reads_both_catalogs(tmp_path: Path) -> None:
                                                              path=str(tmp_path / "k"), spec=spec.to_json())}))
     _, rows = list_tables(tmp_path)
     assert rows[0].to_json() == {"schema": "shop", "table": "k", "path": str((tmp_path / "k").resolve()),
-                                 "key": ["id"], "applied_ts": 5, "source": "kafka", "reader_features": []}
+                                 "key": ["id"], "applied_ts": 5, "source": "kafka", "reader_features": [],
+                                 "readers": ["spark", "deltalake-sql", "deltalake-dataset", "polars"],
+                                 "reader_changes": []}
     assert [r.source for r in rows] == ["kafka", "binlog", "binlog"]
     assert json.dumps([r.to_json() for r in rows])
 

@@ -45,7 +45,7 @@ def test_reader_features_from_commits(tmp_path: Path) -> None:
                                   "readerFeatures": ["typeWidening", "deletionVectors"],
                                   "writerFeatures": ["typeWidening", "deletionVectors", "changeDataFeed"]}})
     assert features.reader_features(tmp_path) == ["deletionVectors", "typeWidening"]
-    assert features.readers_of(["deletionVectors"]) == ["spark", "deltalake", "polars"]
+    assert features.readers_of(["deletionVectors"]) == ["spark", "deltalake-sql", "polars"]
     assert features.readers_of(["typeWidening"]) == ["spark"]
 
 

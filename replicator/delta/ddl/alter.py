@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from replicator.delta import ddlparse as dp
-from replicator.delta import features
+from replicator.delta import features, schemachange
 from replicator.delta.ddl.base import (
     TMP_PREFIX,
     DdlOutcome,
@@ -23,6 +23,7 @@ from replicator.delta.ddl.base import (
 from replicator.delta.ddl.tables import _rename_pairs
 from replicator.delta.edge import as_storage_error
 from replicator.delta.merge import column_ddl, delta_ref, is_conflict
+from replicator.delta.rowcount import Inexact, live_bytes
 from replicator.delta.typemap import (
     ColumnSpec,
     TableSpec,
@@ -53,6 +54,8 @@ class _Alter:
     spec: TableSpec
     ddl: DdlEvent
     done: list[str]
+    choice: schemachange.Choice | None = None
+    reader_changes: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def path(self) -> str:
@@ -71,26 +74,62 @@ class _Alter:
     def put(self, old_name: str, col: ColumnSpec) -> None:
         self.spec = self.spec.with_columns([col if c.name == old_name else c for c in self.spec.columns])
 
-    def feature(self, name: str) -> None:
-        """Enable a table feature this change needs (once; noted in the DDL's outcome)."""
-        if self.applier.enable_feature(self.path, name, self.ddl):
-            self.done.append(f"table feature {name} enabled")
+    def feature(self, name: str, why: str | None = None) -> None:
+        """Enable a table feature this change needs (once; noted in the DDL's outcome, and with
+        `why` as a change of the table's reader requirements: summary, catalog, `tables --json`)."""
+        if self.applier.enable_feature(self.path, name, self.ddl, why):
+            self.done.append(f"table feature {name} enabled" + (f" ({why})" if why else ""))
+            if why:
+                self.reader_changes.append({"feature": name, "why": why})
 
     def mapping_for(self, names: Sequence[str]) -> bool:
         """Enable column mapping when Delta can store `names` only with it (features.py); True then."""
         if not features.needs_column_mapping(names):
             return False
-        self.feature("columnMapping")
+        self.feature("columnMapping", f"column name {', '.join(names)} needs column mapping")
         return True
 
-    def in_place(self, feature: str) -> bool:
-        """Change the table in place with `feature` (it has it, or the `fast` profile enables it now),
-        or False: rewrite it instead, keeping it readable by deltalake and polars (features.py)."""
+    def has(self, feature: str) -> bool:
+        """Whether the table has `feature` already."""
         key, _ = features.FEATURE_PROPERTY[feature]
-        if features.enabled({key: self.applier.table_property(self.path, key) or ""}, feature):
+        return features.enabled({key: self.applier.table_property(self.path, key) or ""}, feature)
+
+    def mapped(self) -> bool:
+        """Whether the table has column mapping (the `fast` profile enables it now), with no size
+        choice: for a type change that is a rewrite either way (`_rewrite_column`)."""
+        if self.has("columnMapping"):
+            return True
+        if self.applier.delta.table_features == "fast":
+            self.feature("columnMapping")
+            return True
+        return False
+
+    def choose(self) -> schemachange.Choice:
+        """Rewrite or metadata-only for this table (`--schema-change`, `--rewrite-limit`), measured
+        once per ALTER from the snapshot's live data files."""
+        if self.choice is None:
+            delta = self.applier.delta
+            size = None
+            if delta.schema_change == "auto":
+                try:
+                    size = live_bytes(self.path)
+                except Inexact:
+                    size = int(delta.snapshot(self.path).sizeInBytes())
+            self.choice = schemachange.choose(delta.schema_change, delta.rewrite_limit, size)
+        return self.choice
+
+    def in_place(self, feature: str, what: str) -> bool:
+        """Change the table in place with `feature` (it has it, the `fast` profile enables it now,
+        or the size choice is metadata-only: enabled now, as a reader change), or False: rewrite it
+        instead, keeping it readable by deltalake and polars (features.py, schemachange.py)."""
+        if self.has(feature):
             return True
         if self.applier.delta.table_features == "fast":
             self.feature(feature)
+            return True
+        choice = self.choose()
+        if choice.metadata:
+            self.feature(feature, f"{what} metadata-only: {choice.why}")
             return True
         return False
 
@@ -148,7 +187,14 @@ def _alter_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
             alt.done.append(f"table option {option.sql('mysql')} ignored (no Delta equivalent)")
     _set_spec(entry, alt.spec)
     changed = [d for d in alt.done if "ignored" not in d]
-    return DdlOutcome("applied" if changed else "no-op", "; ".join(alt.done) or "nothing to change", (entry.uid,))
+    reader_changes: tuple[dict[str, Any], ...] = ()
+    if alt.reader_changes:
+        readers = features.readers_of(features.reader_features(entry.path))
+        reader_changes = tuple({"table": f"{entry.schema_name}.{entry.table}", **c, "readers": readers,
+                                "ddl": ddl.query, "commit_ts": ddl.commit_ts} for c in alt.reader_changes)
+        entry.reader_changes = [*entry.reader_changes, *reader_changes]
+    return DdlOutcome("applied" if changed else "no-op", "; ".join(alt.done) or "nothing to change", (entry.uid,),
+                      reader_changes)
 
 
 def _alter_action(alt: _Alter, action: exp.Expression) -> None:
@@ -251,7 +297,7 @@ def _drop_columns(alt: _Alter, action: exp.Drop) -> None:
         return
     fields = alt.applier.fields(alt.path)
     present = [n for n in names if _field(fields, n) is not None]
-    if present and alt.in_place("columnMapping"):  # metadata-only, and only allowed, with column mapping
+    if present and alt.in_place("columnMapping", "DROP COLUMN"):  # metadata-only, only with column mapping
         alt.applier.sql(f"ALTER TABLE {alt.ref} DROP COLUMNS ({', '.join(quote_ident(n) for n in present)})")
     elif present:
         _rewrite_table(alt, f"drop {', '.join(present)}", drop=present)
@@ -267,7 +313,8 @@ def _rename_column(alt: _Alter, old: str, new: str) -> None:
     if clash is not None and clash.name.lower() != old.lower():
         raise DdlError(f"cannot rename column {old!r} to {new!r}: that column exists")
     fields = alt.applier.fields(alt.path)
-    if old in fields and new not in fields and (alt.in_place("columnMapping") or alt.mapping_for([new])):
+    if old in fields and new not in fields and (alt.in_place("columnMapping", "RENAME COLUMN")
+                                                 or alt.mapping_for([new])):
         alt.applier.sql(f"ALTER TABLE {alt.ref} RENAME COLUMN {quote_ident(old)} TO {quote_ident(new)}")
     elif old in fields and new not in fields:
         _rewrite_table(alt, f"rename {old} -> {new}", rename={old: new})
@@ -302,7 +349,7 @@ def _modify_column(alt: _Alter, action: exp.ModifyColumn) -> None:
                 else "Delta type already changed")
     elif dp.can_widen(delta_type, target):
         alt.applier.ensure_types(alt.path, [target])
-        if alt.in_place("typeWidening"):
+        if alt.in_place("typeWidening", f"widening {delta_type} -> {target}"):
             alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(new.name)} TYPE {target}")
             what = f"widened {delta_type} -> {target}"
         else:
@@ -313,6 +360,8 @@ def _modify_column(alt: _Alter, action: exp.ModifyColumn) -> None:
         _rewrite_column(alt, new, delta_type)
         nullable = True
         what = f"rewritten {delta_type} -> {target} (values cast)"
+        if alt.applier.delta.table_features != "fast" and alt.choose().metadata:
+            what += "; not metadata-only: Delta type widening does not cover it, rewritten under any --schema-change"
     if not nullable and new.nullable:
         alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(new.name)} DROP NOT NULL")
         nullable = True
@@ -342,7 +391,7 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
     fields = alt.applier.fields(alt.path)
     if _field(fields, tmp) is None and _field(fields, name) is None:
         raise DdlError(f"Delta table {alt.path} has no column {name!r}")
-    if _field(fields, name) is not None and not alt.in_place("columnMapping"):
+    if _field(fields, name) is not None and not alt.mapped():
         # No column mapping (the DROP and RENAME below need it): one overwrite with the cast instead
         # (dropping a temp column an interrupted rewrite of an older build left behind).
         alt.applier.ensure_types(alt.path, [new.spark_type])
@@ -381,6 +430,12 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
         alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(name)} {where}")
 
 
+REWRITE_CHURN = "churn: every row of the table is deleted and re-inserted in this commit; no row changed"
+"""The rewrite commit's `change_feed` in its userMetadata: a change-data-feed reader sees every row
+of the table at this version as a `delete` and an `insert` of the same values (README, Schema
+change at lake scale)."""
+
+
 def _rewrite_table(alt: _Alter, what: str, *, rename: dict[str, str] | None = None, drop: Sequence[str] = (),
                    cast: dict[str, str] | None = None, failure: str | None = None) -> None:
     """Rename, drop or retype columns by rewriting the table in one overwrite commit.
@@ -400,7 +455,7 @@ def _rewrite_table(alt: _Alter, what: str, *, rename: dict[str, str] | None = No
     rename, cast = rename or {}, cast or {}
     spark = alt.applier.delta.spark
     meta = {"replicator": {"step": alt.applier.step, "applied_ts": alt.ddl.commit_ts, "kind": "ddl",
-                           "rewrite": what}}
+                           "rewrite": what, "change_feed": REWRITE_CHURN}}
     attempt = 0
     while True:
         df = spark.read.format("delta").load(alt.path)

@@ -98,7 +98,7 @@ class DdlApplier:
         opt = self.delta.snapshot(path).metadata().configuration().get(key)
         return str(opt.get()) if opt.isDefined() else None
 
-    def enable_feature(self, path: str, feature: str, ddl: DdlEvent) -> bool:
+    def enable_feature(self, path: str, feature: str, ddl: DdlEvent, why: str | None = None) -> bool:
         """Enable a reader feature (features.FEATURE_PROPERTY) once; True when this call did.
 
         Check-before-alter: a re-run after a kill finds the property set and changes nothing. The
@@ -109,8 +109,10 @@ class DdlApplier:
         current = self.table_property(path, key)
         if features.enabled({} if current is None else {key: current}, feature):
             return False
-        meta = {"replicator": {"step": self.step, "applied_ts": ddl.commit_ts, "kind": "feature",
-                               "feature": feature}}
+        meta: dict[str, Any] = {"replicator": {"step": self.step, "applied_ts": ddl.commit_ts, "kind": "feature",
+                                               "feature": feature}}
+        if why:
+            meta["replicator"]["why"] = why
         with self.user_metadata(meta):
             self.sql(f"ALTER TABLE {delta_ref(path)} SET TBLPROPERTIES ({quote_string(key)} = {quote_string(value)})")
         return True

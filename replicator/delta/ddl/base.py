@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlglot import exp
 
@@ -22,11 +22,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DdlOutcome:
-    """What a DDL did: 'applied' or 'no-op' (with the reason); touched table uids for the windows log."""
+    """What a DDL did: 'applied' or 'no-op' (with the reason); touched table uids for the windows log;
+    the tables whose reader requirements it changed (a feature enabled for a metadata-only change:
+    table, feature, why, readers after, ddl, commit_ts) for the run's summary."""
 
     action: str
     detail: str
     tables: tuple[str, ...] = ()
+    reader_changes: tuple[dict[str, Any], ...] = ()
 
 
 Handler = Callable[["DdlApplier", State, DdlEvent], DdlOutcome]

@@ -31,6 +31,10 @@ class DdlRule:
     kind: Kind
     operation: str
     handler: Handler | None = None
+    metadata: str = "same"
+    """What the metadata-only choice does instead (a table at or over `--rewrite-limit`, or
+    `--schema-change metadata`; replicator/delta/schemachange.py): "same" when the choice changes
+    nothing for this code."""
 
 
 def _noop(code: int, name: str, reason: str) -> DdlRule:
@@ -52,11 +56,15 @@ _RULES: tuple[DdlRule, ...] = (
             "catalog spec; the partition definition is kept in the catalog", _create_table),
     DdlRule(4, "Drop Table", "apply", "catalog: each named table becomes dropped (hidden from `replicator "
             "tables`, files kept until purged)", _drop_table),
-    DdlRule(5, "Add Column", "apply", f"`{_ALTER} ADD COLUMNS` (nullable, at the end), then one `UPDATE` giving "
-            "existing rows the upstream default (the type's zero value for NOT NULL without default)", _alter_table),
+    DdlRule(5, "Add Column", "apply", f"`{_ALTER} ADD COLUMNS` (nullable, at the end; metadata-only), then one "
+            "`UPDATE` giving existing rows the upstream default (the type's zero value for NOT NULL without default): "
+            "that rewrites every data file and shows every row as an update in the change data feed; a nullable "
+            "column without default needs no `UPDATE`", _alter_table,
+            "same (Delta cannot give existing rows a default without writing them)"),
     DdlRule(6, "Drop Column", "apply", f"`{_ALTER} DROP COLUMNS` (metadata-only) on a table with column mapping; "
-            "otherwise one overwrite of the table without the column (readable by every reader)",
-            _alter_table),
+            "otherwise one overwrite of the table without the column (readable by every reader; change-feed churn)",
+            _alter_table, "column mapping enabled on the table (a reader change: no polars, no deltalake dataset "
+            f"path), then `{_ALTER} DROP COLUMNS`: no data file written, no change-feed row"),
     _noop(7, "Add Index", "no-op: Delta has no secondary indexes"),
     _noop(8, "Drop Index", "no-op: Delta has no secondary indexes"),
     _noop(9, "Add Foreign Key", "no-op: Delta enforces no foreign keys"),
@@ -68,8 +76,12 @@ _RULES: tuple[DdlRule, ...] = (
             "widening (`fast`, or a table that has it), else one overwrite of the table with the column cast; any "
             "other type: with column mapping a rewrite in place (temp column, `UPDATE` with `CAST`, drop, rename, "
             "reposition), else one overwrite of the table with the column cast; "
-            "`DROP NOT NULL`, comment and default follow",
-            _alter_table),
+            "`DROP NOT NULL`, comment and default follow; every overwrite is change-feed churn",
+            _alter_table, "renamed: column mapping enabled (a reader change: no polars, no deltalake dataset path), "
+            "then `RENAME COLUMN`; widening (byte/short/int/long up, float -> double, decimal precision up, "
+            f"date -> timestamp_ntz): type widening enabled (a reader change: Spark only), then `{_ALTER} ALTER "
+            "COLUMN .. TYPE`; both metadata-only, no change-feed row; any other type change: rewritten as on the "
+            "left (Delta has no metadata-only way), the outcome says so"),
     _noop(13, "Rebase Auto ID", "no-op: auto-increment counters are not table data"),
     DdlRule(14, "Rename Table", "apply", "catalog: the entry (uid, path, history) takes the new name; `RENAME TABLE` "
             "with one or several pairs, `ALTER TABLE .. RENAME`", _rename_table),
@@ -135,12 +147,18 @@ def render_ddl_markdown() -> str:
         "once, as a barrier between the rows before and after it, and check-before-alter (a re-run after",
         "a crash changes nothing twice).",
         "",
-        "| code | name | Delta operation |",
-        "| --- | --- | --- |",
+        "Two choices for a table without the feature a change needs (`--schema-change`, README \"Schema change at",
+        "lake scale\"): the rewrite (a table under `--rewrite-limit`, or `--schema-change rewrite`) and the",
+        "metadata-only change (at or over the limit, or `--schema-change metadata`); a table that has the",
+        "feature, or the `fast` profile, gets the metadata-only operation under either choice.",
+        "",
+        "| code | name | Delta operation (rewrite choice) | metadata-only choice |",
+        "| --- | --- | --- | --- |",
     ]
     for r in _RULES:
         op = r.operation if r.kind != "unsupported" else f"unsupported: {r.operation}"
-        lines.append(f"| {r.code} | {r.name} | {op.replace('|', chr(92) + '|')} |")
+        meta = r.metadata if r.kind == "apply" else "same"
+        lines.append(f"| {r.code} | {r.name} | {op.replace('|', chr(92) + '|')} | {meta.replace('|', chr(92) + '|')} |")
     return "\n".join([*lines, "", README_NOTES.rstrip()])
 
 
