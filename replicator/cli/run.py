@@ -11,6 +11,7 @@ from replicator.cli.settings import ReplayCommand, ReplicatorSettings, RunComman
 from replicator.delta.features import PROFILES
 from replicator.delta.schemachange import SCHEMA_CHANGES, format_size
 from replicator.errors import ConfigError
+from replicator.filters import TableFilter
 
 if TYPE_CHECKING:
     from replicator.engine.pipeline import RunOptions
@@ -68,6 +69,11 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help="term of the warehouse's writer lease: a run killed without giving it back is taken over "
                         f"this long after its last renewal (default {d['lease_seconds']:g})")
     p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
+    p.add_argument("--include", action="append", metavar="RULE",
+                   help="replicate only tables matching RULE (schema.table; *, ?, [a-z], `quoted`, /regex/; "
+                        "repeatable; default every table)")
+    p.add_argument("--exclude", action="append", metavar="RULE",
+                   help="skip tables matching RULE (repeatable; exclude wins over include)")
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics on this port while running (0: a free port, logged)")
     p.add_argument("--metrics-host", metavar="HOST",
@@ -125,6 +131,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         metrics_host=s.metrics_host,
         metrics_textfile=s.metrics_textfile,
         metrics_max_tables=s.metrics_max_tables,
+        table_filter=TableFilter(s.include, s.exclude),
     )
 
 

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
@@ -141,6 +141,23 @@ def _size(value: Any) -> int:
         raise ValueError(str(exc).removeprefix("a size: ")) from None
 
 
+def _rules(value: Any) -> Any:
+    """`--include` / `--exclude`: a list (flags, config file), or from the environment a JSON array or
+    comma-separated rules (a rule holding a comma needs the JSON form)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError("not a JSON array of table-filter rules") from None
+        return [r.strip() for r in text.split(",") if r.strip()]
+    return value
+
+
+Rules = Annotated[list[str], NoDecode, BeforeValidator(_rules)]
+
+
 class ReplicatorSettings(BaseSettings):
     """The layered settings of `run`, `replay`, `tables` and `capture` (field name = flag name with '_')."""
 
@@ -188,6 +205,9 @@ class ReplicatorSettings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     metrics_textfile: str | None = None
     metrics_max_tables: int = Field(default=DEFAULT_MAX_TABLES, ge=0)
+    # table filters (replicator/filters.py)
+    include: Rules = Field(default_factory=list)
+    exclude: Rules = Field(default_factory=list)
     # Spark and Hadoop settings passed through as they are (the config file's [spark] table)
     spark: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 

@@ -29,6 +29,7 @@ from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
+from replicator.engine.filtering import EventFilter, FilterCounts
 from replicator.engine.loop import ControlLoop, LoopOptions
 from replicator.engine.plan import RowSpan, Segment, StepPlan, plan_step
 from replicator.engine.progress import Progress
@@ -37,6 +38,7 @@ from replicator.engine.window import Step, Windower, collapse
 from replicator.errors import ConfigError, DdlError, ReplicatorError, SchemaError
 from replicator.events import DdlEvent, Event, Position, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
+from replicator.filters import TableFilter
 from replicator.logformat import json_logs, position
 from replicator.metrics import DEFAULT_MAX_TABLES, Metrics
 from replicator.sources.executor import check_row
@@ -80,6 +82,7 @@ class RunOptions:
     metrics_host: str = "127.0.0.1"
     metrics_textfile: str | None = None  # write them here at exit (node_exporter's textfile collector)
     metrics_max_tables: int = DEFAULT_MAX_TABLES  # tables labelled individually, the rest as `_other`
+    table_filter: TableFilter = field(default_factory=TableFilter)  # --include / --exclude (filters.py)
 
 
 @dataclass
@@ -117,6 +120,8 @@ class RunSummary:
     lease_renew_s: float = 0.0
     # tables whose reader requirements a metadata-only schema change changed, and why (DdlOutcome)
     reader_changes: list[dict[str, Any]] = field(default_factory=list)
+    # events of tables outside --include / --exclude, skipped, by reason (engine/filtering.py)
+    filtered: FilterCounts = field(default_factory=FilterCounts)
 
     @property
     def invalid_utf8(self) -> int:
@@ -153,6 +158,7 @@ class RunSummary:
             "lease_renewals": self.lease_renewals,
             "lease_renew_s": round(self.lease_renew_s, 3),
             "reader_changes": list(self.reader_changes),
+            "filtered": self.filtered.to_json(),
         }
 
     def render(self) -> str:
@@ -170,6 +176,9 @@ class RunSummary:
             lines.append(f"invalid UTF-8     {self.invalid_utf8} text values replicated with U+FFFD")
         for name, c in sorted(self.tables.items()):
             lines.append(f"  {name}: {c.upserts} upserted, {c.deletes} deleted")
+        for what, counts in (("rows", self.filtered.rows), ("DDLs", self.filtered.ddl)):
+            if counts:
+                lines.append(f"filtered {what:<8} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         for rc in self.reader_changes:
             lines.append(f"reader change     {rc['table']}: {rc['feature']} ({rc['why']}); "
                          f"readers now {', '.join(rc['readers']) or 'none'}")
@@ -195,6 +204,11 @@ class Engine:
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
         self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark, self.metrics)
         self._observed = 0.0  # when the loop's gauges were last updated (`_observe`)
+        tables = options.table_filter
+        self._filter = EventFilter(tables, self.summary.filtered) if tables.active else None
+        if self._filter is not None and options.reader == "spark":
+            raise ConfigError("--include / --exclude work with --reader driver only, for now (the Spark reader "
+                              "decodes on the executors); drop the filter or use --reader driver")
         self._own_spark = spark is None  # the engine starts the session: it chooses its compiler
         self._loop: ControlLoop | None = None
         self._stop = False
@@ -353,6 +367,8 @@ class Engine:
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
         events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
+        if self._filter is not None:
+            events = self._filter.apply(events)
         for ev in events:
             if isinstance(ev, RowChange):
                 check_row(ev)
