@@ -58,6 +58,7 @@ class Simulation:
         self._resolved = [0] * config.partitions
         self._history: list[deque[Event]] = [deque() for _ in range(config.partitions)]
         self._checkpoint = 0
+        self._broadcast_ddl = codec_for(config.protocol).broadcasts_ddl
 
     # -- public ---------------------------------------------------------------------------------
     @property
@@ -205,9 +206,10 @@ class Simulation:
 
     # -- DDL ------------------------------------------------------------------------------------
     def _ddl_event(self, schema: str, table: str, code: int, query: str) -> Iterator[tuple[int, Event]]:
+        """A DDL goes where TiCDC puts it for the codec: every partition, or partition 0 only (canal-json)."""
         ddl = DdlEvent(self._tick(), schema, table, code, query)
         self.stats.ddl += 1
-        for p in range(self.config.partitions):
+        for p in range(self.config.partitions) if self._broadcast_ddl else (0,):
             yield from self._send(p, ddl)
 
     def _create(self, table: ModelTable) -> Iterator[tuple[int, Event]]:
