@@ -468,3 +468,19 @@ JSON_VALUES = st.recursive(
 def test_any_json_shape_gives_events_or_a_decode_error(obj: dict[str, Any]) -> None:
     with contextlib.suppress(DecodeError):
         decode(None, json.dumps(obj).encode())
+
+
+def test_the_simulator_puts_canal_json_ddl_on_partition_zero_only_of_the_same_upstream() -> None:
+    config = {"events": 400, "seed": 5, "partitions": 3, "ddl": "all"}
+    open_sim = Simulation(SimConfig(protocol="open", **config))  # type: ignore[arg-type]
+    canal_sim = Simulation(SimConfig(protocol="canal-json", **config))  # type: ignore[arg-type]
+    broadcast, canal = list(open_sim.events()), list(canal_sim.events())
+    assert canal == [(p, ev) for p, ev in broadcast if p == 0 or not isinstance(ev, DdlEvent)]
+    assert {p for p, ev in canal if isinstance(ev, DdlEvent)} == {0}
+    assert open_sim.expected.tables == canal_sim.expected.tables
+    assert open_sim.expected.schemas == canal_sim.expected.schemas
+    assert open_sim.expected.watermark == canal_sim.expected.watermark
+    records = list(Simulation(SimConfig(protocol="canal-json", **config)).messages())  # type: ignore[arg-type]
+    assert all(key is None for _, key, _ in records)
+    ddl_partitions = {p for p, _, value in records if json.loads(value)["isDdl"]}
+    assert ddl_partitions == {0}
