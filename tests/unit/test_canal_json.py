@@ -13,12 +13,14 @@ import json
 import math
 from collections.abc import Iterable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from replicator.cli import main
 from replicator.codec import CODECS, codec_for, open_protocol
 from replicator.codec.canal_json import NO_EXTENSION, decode, encode_row
 from replicator.codec.values import DecodeOptions
@@ -26,6 +28,7 @@ from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.window import Windower, collapse
 from replicator.errors import DecodeError
 from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.formats.archive import read_archive
 from replicator.sim.columns import f32
 from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables
@@ -484,3 +487,29 @@ def test_the_simulator_puts_canal_json_ddl_on_partition_zero_only_of_the_same_up
     assert all(key is None for _, key, _ in records)
     ddl_partitions = {p for p, _, value in records if json.loads(value)["isDdl"]}
     assert ddl_partitions == {0}
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI: simulate --protocol canal-json, decode --protocol canal-json
+
+
+def test_cli_simulates_and_decodes_canal_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "arch"
+    assert main(["simulate", "--protocol", "canal-json", "--out", str(out), "--events", "150", "--seed", "4",
+                 "--topic", "cdc"]) == 0
+    assert "simulated 150 row changes" in capsys.readouterr().out
+    records = list(read_archive(out))
+    assert {r.protocol for r in records} == {"canal-json"} and all(r.key is None for r in records)
+    assert {r.partition for r in records if r.value and json.loads(r.value)["isDdl"]} == {0}
+    ddl = next(r for r in records if r.value and json.loads(r.value)["isDdl"])
+    row = next(r for r in records if r.value and json.loads(r.value)["type"] == "INSERT")
+    for record, kind in ((ddl, "ddl"), (row, "row")):
+        path = tmp_path / f"{kind}.json"
+        path.write_bytes(record.value or b"")
+        assert main(["decode", "--protocol", "canal-json", "--value", str(path)]) == 0
+        [line] = capsys.readouterr().out.splitlines()
+        assert json.loads(line)["kind"] == kind
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"isDdl":false,"type":"INSERT","mysqlType":{"id":"int"},"data":[{"id":"1"}]}')
+    assert main(["decode", "--protocol", "canal-json", "--value", str(bad)]) != 0
+    assert "enable-tidb-extension=true" in capsys.readouterr().err
