@@ -23,7 +23,7 @@ from typing import Final
 
 from replicator.errors import DecodeError
 
-__all__ = ["CANAL_EVENT_TYPES", "canal_event_type", "classify_ddl"]
+__all__ = ["CANAL_EVENT_TYPES", "canal_event_type", "classify_ddl", "is_alter_table"]
 
 _CANAL_GROUPS: Final[dict[str, tuple[int, ...]]] = {
     "CREATE": (3,),
@@ -150,6 +150,19 @@ def classify_ddl(query: str) -> int:
     if isinstance(code, str):
         raise DecodeError(f"DDL statement {_short(query)}: {code}; it is not applied")
     return code
+
+
+def is_alter_table(query: str) -> bool:
+    """Whether the statement is an `ALTER TABLE` (TiCDC's canal type for any multi-clause one is ALTER)."""
+    try:
+        cur = _Cur(_tokens(query))
+    except DecodeError:
+        return False
+    if not cur.accept("ALTER"):
+        return False
+    cur.accept("ONLINE", "OFFLINE")
+    cur.accept("IGNORE")
+    return cur.accept("TABLE")
 
 
 def _classify(cur: _Cur) -> int | str | None:

@@ -253,6 +253,14 @@ def test_key_change_keeps_the_old_key_so_the_merge_deletes_it() -> None:
     assert [(c.key, c.delete) for c in changes] == [((3,), True), ((4,), False)]
 
 
+def test_a_multi_clause_alter_table_may_say_alter_whatever_its_clauses() -> None:
+    query = "ALTER TABLE t ADD INDEX a (x), ADD INDEX b (y)"  # TiDB type 61: TiCDC writes canal type ALTER
+    [ddl] = decode(None, message(isDdl=True, type="ALTER", sql=query))
+    assert isinstance(ddl, DdlEvent) and ddl.ddl_type == 7
+    with pytest.raises(DecodeError, match="says CREATE"):
+        decode(None, message(isDdl=True, type="CREATE", sql=query))
+
+
 def test_large_message_extension_fields_are_carried_for_the_engine_to_refuse() -> None:
     ext = {"commitTs": TSO, "onlyHandleKey": True}
     [a] = decode(None, message(mysqlType={"id": "int"}, data=[{"id": "1"}], _tidb=ext))
