@@ -521,3 +521,70 @@ def test_cli_simulates_and_decodes_canal_json(tmp_path: Path, capsys: pytest.Cap
     bad.write_bytes(b'{"isDdl":false,"type":"INSERT","mysqlType":{"id":"int"},"data":[{"id":"1"}]}')
     assert main(["decode", "--protocol", "canal-json", "--value", str(bad)]) != 0
     assert "enable-tidb-extension=true" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# The table of TiCDC's own encoder tests (tiflow `NewLargeEvent4Test`): its insert as canal-json
+
+
+def _latin1(text: str, pad: int = 0) -> str:
+    """What TiCDC writes for a binary column holding `text`'s UTF-8 bytes (zero-padded to `pad`)."""
+    return text.encode().ljust(pad, b"\x00").decode("latin-1")
+
+
+# column -> (mysqlType, sqlType, canal string, decoded value)
+LARGE: dict[str, tuple[str, int, str | None, Any]] = {
+    "t": ("tinyint", -6, "127", 127),
+    "tu1": ("tinyint unsigned", -6, "127", 127),
+    "tu2": ("tinyint unsigned", 5, "128", 128),
+    "tu4": ("tinyint unsigned", -6, None, None),
+    "su3": ("smallint unsigned", 4, "32768", 32768),
+    "mu3": ("mediumint unsigned", 4, "8388608", 8388608),
+    "iu3": ("int unsigned", -5, "2147483648", 2147483648),
+    "bi": ("bigint", -5, "9223372036854775807", 2**63 - 1),
+    "biu3": ("bigint unsigned", 3, "9223372036854775808", 2**63),
+    "floatT": ("float", 7, "3.14", 3.14),
+    "doubleT": ("double", 8, "2.71", 2.71),
+    "decimalT": ("decimal", 3, "2333.654321", Decimal("2333.654321")),
+    "floatTu": ("float unsigned", 7, "3.14", 3.14),
+    "decimalTu2": ("decimal unsigned", 3, "1.7371", Decimal("1.7371")),
+    "varcharT": ("varchar", 12, "测试Varchar", "测试Varchar"),
+    "charT": ("char", 1, "测试String", "测试String"),
+    "binaryT": ("binary", 2004, _latin1("测试Binary", 255), "测试Binary".encode().ljust(255, b"\x00")),
+    "varbinaryT": ("varbinary", 2004, _latin1("测试varbinary"), "测试varbinary".encode()),
+    "tinytextT": ("tinytext", 2005, "测试Tinytext", "测试Tinytext"),
+    "longtextT": ("longtext", 2005, "测试longtext", "测试longtext"),
+    "tinyblobT": ("tinyblob", 2004, _latin1("测试tinyblob"), "测试tinyblob".encode()),
+    "blobT": ("blob", 2004, _latin1("测试blob"), "测试blob".encode()),
+    "dateT": ("date", 91, "2020-02-20", dt.date(2020, 2, 20)),
+    "datetimeT": ("datetime", 93, "2020-02-20 02:20:20", dt.datetime(2020, 2, 20, 2, 20, 20)),
+    "timestampT": ("timestamp", 93, "2020-02-20 10:20:20", dt.datetime(2020, 2, 20, 10, 20, 20, tzinfo=dt.UTC)),
+    "timestampT2": ("timestamp", 93, "2024-03-11 08:51:01.461270", dt.datetime(2024, 3, 11, 8, 51, 1, 461270,
+                                                                              tzinfo=dt.UTC)),
+    "timeT": ("time", 92, "02:20:20", "02:20:20"),
+    "yearT": ("year", 12, "2020", 2020),
+    "enumT": ("enum", 4, "1", 1),
+    "setT": ("set", -7, "2", 2),
+    "bitT": ("bit", -7, "65", 65),
+    "vectorT": ("vector", 12, "[1,2,3,4,5]", "[1,2,3,4,5]"),
+    "jsonT": ("json", 12, '{"key1": "value1"}', '{"key1": "value1"}'),
+}
+
+
+@pytest.mark.parametrize("op", ["INSERT", "UPDATE", "DELETE"])
+def test_ticdc_encoder_test_table_round_trips(op: str) -> None:
+    image = {n: v for n, (_, _, v, _) in LARGE.items()}
+    value = message(table="t", type=op, pkNames=["tu1"], mysqlType={n: m for n, (m, _, _, _) in LARGE.items()},
+                    sqlType={n: s for n, (_, s, _, _) in LARGE.items()}, data=[image],
+                    old=[image] if op == "UPDATE" else None)
+    [row] = decode(None, value)
+    assert isinstance(row, RowChange) and row.op is Op(op.lower())
+    got = {c.name: c.value for c in row.image}
+    assert got == {n: d for n, (_, _, _, d) in LARGE.items()}
+    assert {c.name for c in row.image if c.is_handle_key} == {"tu1"}
+    again = json.loads(encode_row(row))
+    # The encoder writes fractional seconds without trailing zeros (as the Open Protocol encoder): same value.
+    assert again["data"] == [image | {"timestampT2": "2024-03-11 08:51:01.46127"}]
+    assert again["type"] == op and again["pkNames"] == ["tu1"]
+    assert again["sqlType"] == {n: s for n, (_, s, _, _) in LARGE.items()}  # unsigned promotions included
+    assert again["mysqlType"] == {n: m for n, (m, _, _, _) in LARGE.items()}
