@@ -304,6 +304,7 @@ def test_a_message_without_the_extension_is_refused_saying_to_enable_it(kind: st
         ({"type": "UPDATE", "mysqlType": {"id": "int", "x": "int"}, "data": [{"id": "1"}], "old": [{"x": "1"}]},
          "'old' names column 'x'"),
         ({"mysqlType": {"id": "int"}, "data": [{"id": "1"}], "_tidb": {}}, "commitTs"),
+        ({"isDdl": True, "type": "CREATE", "sql": "CREATE TABLE t (a INT)", "_tidb": {}}, "commitTs"),
         ({"mysqlType": {"id": "int"}, "data": [{"id": "1"}], "_tidb": {"commitTs": -1}}, "not a uint64"),
     ],
 )

@@ -138,7 +138,7 @@ def _ddl(obj: dict[str, Any], kind: str, ext: dict[str, Any], position: Position
             where="field 'type'",
         )
     return DdlEvent(
-        commit_ts=_uint64(ext, "commitTs", False),
+        commit_ts=_uint64(ext, "commitTs", True),  # a DDL without one would read as ts 0: already applied
         schema=_str_field(obj, "database"),
         table=_str_field(obj, "table"),
         ddl_type=code,

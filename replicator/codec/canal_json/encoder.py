@@ -187,7 +187,9 @@ def encode_ddl(ddl: DdlEvent) -> bytes:
     if not 0 <= ddl.commit_ts < UINT64_LIMIT:
         raise ValueError(f"commit ts {ddl.commit_ts} is not a uint64")
     head = _head(canal_event_type(ddl.ddl_type), ddl.commit_ts, ddl.schema, ddl.table, "null", True, ddl.query)
-    return (head + _tail(f'"commitTs":{ddl.commit_ts}' if ddl.commit_ts else "")).encode("utf-8")
+    # Always written (Go's omitempty would leave out a zero, which no real commit ts is): the decoder
+    # refuses a DDL without one rather than read it as ts 0.
+    return (head + _tail(f'"commitTs":{ddl.commit_ts}')).encode("utf-8")
 
 
 def encode_resolved(ts: int | Resolved) -> bytes:
