@@ -255,8 +255,8 @@ def _alter_table(cur: _Cur) -> int | str | None:
     codes: list[int] = []
     for clause in clauses:
         code = _alter_clause(_Cur(clause))
-        if code is None:
-            return None
+        if code is None or isinstance(code, str):
+            return code
         codes.append(code)
     if len(set(codes)) > 1:
         return (f"its clauses have different DDL types {sorted(set(codes))} (a TiDB multi-schema change, "
@@ -264,7 +264,7 @@ def _alter_table(cur: _Cur) -> int | str | None:
     return codes[0] if codes else None
 
 
-def _alter_clause(cur: _Cur) -> int | None:
+def _alter_clause(cur: _Cur) -> int | str | None:
     if cur.accept("ADD"):
         return _add(cur)
     if cur.accept("DROP"):
@@ -300,22 +300,43 @@ def _alter_clause(cur: _Cur) -> int | None:
         return None
     if cur.accept("TRUNCATE"):
         return 23 if cur.is_word("PARTITION") else None
-    if cur.accept("AUTO_INCREMENT"):
-        return 13
-    if cur.accept("FORCE"):
-        return 13 if cur.accept("AUTO_INCREMENT") else None
-    if cur.accept("SHARD_ROW_ID_BITS"):
-        return 16
-    if cur.accept("COMMENT"):
-        return 17
     if cur.accept("CONVERT"):
         return 22 if cur.is_word("TO") else None
-    cur.accept("DEFAULT")
-    if cur.accept("CHARSET", "COLLATE") or (cur.accept("CHARACTER") and cur.is_word("SET")):
-        return 22
     if cur.accept("SET"):
         return 30 if cur.is_word("TIFLASH") else None
-    return None
+    return _table_options(cur)
+
+
+_OPTION_CODES: Final = {"AUTO_INCREMENT": 13, "SHARD_ROW_ID_BITS": 16, "COMMENT": 17, "CHARSET": 22, "COLLATE": 22}
+
+
+def _table_options(cur: _Cur) -> int | str | None:
+    """Table options, several possibly in one clause (`AUTO_INCREMENT = 5 COMMENT = 'x'`): all of one
+    code, else not placed (TiDB would run them as separate changes)."""
+    codes: list[int] = []
+    while cur.peek() is not None:
+        cur.accept("DEFAULT")
+        if cur.accept("FORCE") and not cur.is_word("AUTO_INCREMENT"):
+            return None
+        if cur.accept("CHARACTER"):
+            if not cur.accept("SET"):
+                return None
+            code = 22
+        else:
+            tok = cur.peek()
+            if tok is None or tok.kind != "word" or tok.text not in _OPTION_CODES:
+                return None
+            cur.i += 1
+            code = _OPTION_CODES[tok.text]
+        if cur.is_punct("="):
+            cur.i += 1
+        if cur.peek() is None:
+            return None
+        cur.i += 1  # the option's value
+        codes.append(code)
+    if len(set(codes)) > 1:
+        return f"its table options have different DDL types {sorted(set(codes))}: split them upstream"
+    return codes[0] if codes else None
 
 
 def _add(cur: _Cur) -> int | None:

@@ -28,7 +28,8 @@ STATEMENTS: dict[int, list[str]] = {
     10: ["ALTER TABLE t DROP FOREIGN KEY fk"],
     11: ["TRUNCATE TABLE `s`.`t`", "truncate t"],
     12: ["ALTER TABLE t MODIFY COLUMN c BIGINT", "alter table t change c d int", "ALTER TABLE t RENAME COLUMN a TO b"],
-    13: ["ALTER TABLE t AUTO_INCREMENT = 100", "alter table t force auto_increment = 5"],
+    13: ["ALTER TABLE t AUTO_INCREMENT = 100", "alter table t force auto_increment = 5",
+         "ALTER TABLE t AUTO_INCREMENT 7"],
     14: ["RENAME TABLE a TO b", "RENAME TABLE a TO b, c TO d", "ALTER TABLE a RENAME TO b",
          "alter table a rename as b"],
     15: ["ALTER TABLE t ALTER COLUMN c SET DEFAULT 5", "alter table t alter c drop default"],
@@ -40,7 +41,7 @@ STATEMENTS: dict[int, list[str]] = {
     21: ["CREATE VIEW v AS SELECT 1",
           "CREATE OR REPLACE ALGORITHM=MERGE DEFINER=`root`@`%` SQL SECURITY DEFINER VIEW v AS SELECT a FROM t"],
     22: ["ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", "ALTER TABLE t CHARACTER SET = utf8mb4 COLLATE utf8mb4_bin",
-         "alter table t default charset = utf8mb4"],
+         "alter table t default charset = utf8mb4", "ALTER TABLE t DEFAULT CHARSET utf8mb4 DEFAULT COLLATE = x"],
     23: ["ALTER TABLE t TRUNCATE PARTITION p0", "alter table t truncate partition p0, p1"],
     24: ["DROP VIEW v", "drop view if exists v"],
     25: ["RECOVER TABLE t", "FLASHBACK TABLE t TO t2"],
@@ -86,6 +87,9 @@ def test_statement_classifies_to_its_tidb_code(code: int, query: str) -> None:
         "CREATE TABLE `t",
         "CREATE TABLE t /* unterminated",
         "ALTER DATABASE d PLACEMENT POLICY = p",
+        "ALTER TABLE t AUTO_INCREMENT = 5 COMMENT = 'x'",  # two changes of different types in one clause
+        "ALTER TABLE t COMMENT = 'x' ENGINE = InnoDB",
+        "ALTER TABLE t COMMENT",
     ],
 )
 def test_anything_else_is_a_decode_error_not_a_guess(query: str) -> None:
