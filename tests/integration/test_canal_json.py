@@ -1,7 +1,7 @@
 """canal-json end to end: real broker, real Delta. One simulated upstream (replays, key changes, DDL
-mid-stream, tables interleaved across partitions) as Open Protocol and as canal-json, whose DDL
-TiCDC puts on partition 0 only: both warehouses equal the simulator's truth and each other, column
-types included. And a partition-0-only DDL between rows of its table on the other partitions."""
+mid-stream, tables interleaved across partitions) as Open Protocol, Craft and canal-json, whose DDL
+TiCDC puts on partition 0 only: the three warehouses equal the simulator's truth and each other,
+column types included. And a partition-0-only DDL between rows of its table on the other partitions."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from tests.kafka_fixtures import new_topic
 pytestmark = pytest.mark.integration
 
 
-def test_one_upstream_as_open_and_canal_json_gives_identical_delta_tables(kafka_bootstrap: str, spark: Any,
+def test_one_upstream_as_open_craft_and_canal_json_gives_identical_delta_tables(kafka_bootstrap: str, spark: Any,
                                                                             tmp_path: Path) -> None:
     config = {"seed": 7, "events": 600, "partitions": 3, "tables": 4, "ddl": "auto"}
     tables = {}
-    for protocol in ("open", "canal-json"):
+    for protocol in ("open", "craft", "canal-json"):
         sim = Simulation(SimConfig(protocol=protocol, **config))  # type: ignore[arg-type]
         topic = new_topic(kafka_bootstrap, 3)
         produce_sim(sim, kafka_bootstrap, topic)
@@ -39,7 +39,7 @@ def test_one_upstream_as_open_and_canal_json_gives_identical_delta_tables(kafka_
         assert compare_tables(sim.expected, got) == [], protocol
         tables[protocol] = {name: (sorted(json.dumps(r, sort_keys=True, default=str) for r in t.rows), t.key, t.types)
                             for name, t in got.items()}
-    assert tables["canal-json"] == tables["open"]  # rows, merge keys and Delta column types
+    assert tables["canal-json"] == tables["open"] == tables["craft"]  # rows, merge keys and Delta column types
 
 
 KEY = int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY | Flag.BINARY)
