@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 from replicator.codec import codec_for
+from replicator.delta.deadletter import read_dead_letters
+from replicator.delta.warehouse import Warehouse
+from replicator.errors import DecodeError
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables, read_warehouse
@@ -72,3 +75,27 @@ def test_partition_zero_ddl_is_exact_for_rows_of_its_table_on_every_partition(ka
     rows = read_table(spark, wh, "s", "t")
     assert [(r["id"], r["v"], r["c"]) for r in rows] == [
         (1, "v1", None), (2, "v2", 22), (3, "v3", 26), (4, "v4", 25), (5, "v5", None), (6, "v6", 30)]
+
+
+def test_a_message_without_the_extension_is_dead_lettered_and_never_applied(kafka_bootstrap: str, spark: Any,
+                                                                           tmp_path: Path) -> None:
+    codec = codec_for("canal-json")
+    create = DdlEvent(10, "s", "t", 3, "CREATE TABLE `s`.`t` (`id` INT PRIMARY KEY, `v` VARCHAR(8))")
+    plain = json.loads(codec.encode_rows([_row(15, 99)])[0][1])
+    del plain["_tidb"]  # what TiCDC writes without enable-tidb-extension=true
+    bad = json.dumps(plain).encode()
+    records = [(0, k, v) for k, v in codec.encode([create, _row(12, 1), Resolved(40)])]
+    records += [(1, None, bad)] + [(1, k, v) for k, v in codec.encode([_row(16, 2), Resolved(40)])]
+    topic = new_topic(kafka_bootstrap, 2)
+    produce(kafka_bootstrap, topic, records)
+    wh = tmp_path / "wh"
+    with pytest.raises(DecodeError) as info:
+        run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json")
+    assert "enable-tidb-extension=true" in str(info.value)
+    assert f"topic {topic!r} partition 1 offset 0" in str(info.value)
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", on_error="skip")
+    assert summary.watermark == 40
+    assert [r["id"] for r in read_table(spark, wh, "s", "t")] == [1, 2]
+    [dead] = read_dead_letters(spark, Warehouse(wh))
+    assert (dead["partition"], dead["offset"], dead["value"]) == (1, 0, bad)
+    assert "enable-tidb-extension=true" in str(dead["error"])
