@@ -12,7 +12,7 @@ from replicator.cli.settings import DecodeCommand, defaults, options
 def register(sub: Any) -> None:
     d = defaults(DecodeCommand)
     p = sub.add_parser("decode", help="decode one captured Kafka message to JSON lines")
-    p.add_argument("--protocol", choices=["open", "craft"], required=True)
+    p.add_argument("--protocol", choices=["open", "craft", "canal-json"], required=True)
     p.add_argument("--value", required=True, metavar="FILE", help="message value file ('-' = stdin)")
     p.add_argument("--key", metavar="FILE", help="message key file (Open Protocol)")
     p.add_argument("--timezone", help=f"upstream time zone of TIMESTAMP values (default {d['timezone']})")

@@ -1,11 +1,13 @@
 """Wire formats behind one interface.
 
-One package per format (`open_protocol`, `craft`), each split into `decoder` and `encoder`; `values`
-holds the value typing both share, so the same upstream value decodes to the same Python value in
-both; `limits` the batching defaults both encoders share.
+One package per format (`open_protocol`, `craft`, `canal_json`), each split into `decoder` and
+`encoder`; `values` holds the value typing they share, so the same upstream value decodes to the same
+Python value in all; `limits` the batching defaults the encoders share.
 Every caller (engine, capture, simulator, benchmarks, tests) goes through `codec_for(name)`, so no
-caller knows which format it speaks: a message is a Kafka (key, value) pair, and a Craft key is
-`None` (the format carries everything in the value).
+caller knows which format it speaks: a message is a Kafka (key, value) pair, and a Craft or
+canal-json key is `None` (the format carries everything in the value). What differs between formats
+beyond the bytes is said by attributes: `broadcasts_ddl` (False for canal-json: TiCDC sends its DDL to
+partition 0 only).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
-from replicator.codec import craft, open_protocol
+from replicator.codec import canal_json, craft, open_protocol
 from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ConfigError
@@ -28,6 +30,8 @@ class Codec(Protocol):
     """Decode a Kafka message into events; encode one partition's events into Kafka messages."""
 
     name: str
+    broadcasts_ddl: bool
+    """True: TiCDC writes each DDL to every partition of the topic; False: to partition 0 only."""
 
     def decode(
         self,
@@ -75,6 +79,7 @@ class _Codec:
     event alone through `encode_event`, in order (the reference encoders' batching)."""
 
     name = ""
+    broadcasts_ddl = True
 
     def encode_rows(
         self,
@@ -170,7 +175,41 @@ class _Craft(_Codec):
         return None, craft.encode_ddl(event) if isinstance(event, DdlEvent) else craft.encode_resolved(event)
 
 
-CODECS: Final[dict[str, Codec]] = {"open": _OpenProtocol(), "craft": _Craft()}
+class _CanalJson(_Codec):
+    """canal-json with the TiDB extension: one event per message, no key, DDL on partition 0 only.
+    `max_batch_size` does not apply (TiCDC never batches canal-json)."""
+
+    name = "canal-json"
+    broadcasts_ddl = False
+
+    def decode(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        options: DecodeOptions | None = None,
+        position: Position | None = None,
+    ) -> list[Event]:
+        return canal_json.decode(key, value, options=options, position=position)
+
+    def encode_rows(
+        self,
+        rows: Sequence[RowChange],
+        *,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        timezone: dt.tzinfo = dt.UTC,
+    ) -> list[Message]:
+        values = canal_json.encode_rows(rows, max_message_bytes=max_message_bytes, timezone=timezone)
+        return [(None, v) for v in values]
+
+    def encode_event(self, event: DdlEvent | Resolved) -> Message:
+        if isinstance(event, DdlEvent):
+            return None, canal_json.encode_ddl(event)
+        return None, canal_json.encode_resolved(event)
+
+
+CODECS: Final[dict[str, Codec]] = {"open": _OpenProtocol(), "craft": _Craft(), "canal-json": _CanalJson()}
 """The registry: protocol name (as in `--protocol`) -> codec."""
 
 PROTOCOLS: Final = tuple(CODECS)

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from replicator.sources.spark_reader import SparkBatch
 
 log = logging.getLogger("replicator")
-Protocol = Literal["open", "craft"]
+Protocol = Literal["open", "craft", "canal-json"]
 Reader = Literal["driver", "spark"]
 
 

@@ -6,8 +6,10 @@ Semantics (the ordering TiCDC guarantees; README "How it works"):
   Global watermark W = min over all partitions (0 until every partition has a resolved event).
 - A row whose commit ts is <= its partition's watermark when it arrives is a replay: dropped, counted.
   A row whose commit ts is <= the warehouse's applied watermark is already applied: skipped, counted.
-- DDLs are broadcast to every partition; applied once (dedupe by commit ts + query) when W >= ts,
-  after every buffered row with commit ts <= ts and before any later row.
+- DDLs are broadcast to every partition (canal-json: sent to partition 0 only); applied once (dedupe
+  by commit ts + query) when W >= ts, after every buffered row with commit ts <= ts and before any
+  later row. A DDL on one partition only is still a barrier for every partition: W >= ts needs that
+  partition's watermark past ts, which TiCDC sends only after the DDL.
 - Restart: each partition restarts at the oldest offset still holding an unapplied event, with the
   partition watermark as it was before that offset, so re-reading reproduces every decision.
 """

@@ -49,7 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_STATE = REPO_ROOT / "state" / "demo"
 DEFAULT_S3_STATE = REPO_ROOT / "state" / "s3"  # replicator.sim.locals3's default (`make s3-up` / `make s3-down`)
 TOPIC_PREFIX = "replicator-demo-"
-PROTOCOLS = ("open", "craft")
+PROTOCOLS = ("open", "craft", "canal-json")
 # Every mid-stream DDL is a barrier that splits the stream into one more MERGE per table; this
 # subset shows schema evolution (new column, type widening, truncate) while keeping `make run`
 # to a few minutes on two cores. `--ddl auto` runs every kind this build applies.
@@ -212,10 +212,10 @@ def run(args: argparse.Namespace) -> int:
     if args.s3 and not warehouse.startswith("s3a://"):
         raise ConfigError(f"--s3 replicates into the local S3-compatible server: --warehouse must be an s3a:// URL "
                           f"(default {S3_WAREHOUSE}), not {warehouse}")
-    warehouses = {"open": warehouse, "craft": twin(warehouse, "craft")}
+    warehouses = {"open": warehouse, "craft": twin(warehouse, "craft"), "canal-json": twin(warehouse, "canal-json")}
     protocols = [p for p in PROTOCOLS if p in args.protocols.split(",")]
     if not protocols:
-        raise ConfigError("--protocols must name open and/or craft")
+        raise ConfigError("--protocols must name one or more of open, craft, canal-json")
     s3 = None
     if args.s3:  # before anything reaches the store, and before Spark's JVM starts (it inherits the environment)
         s3 = ensure_s3(args.s3_port, args.s3_state_dir)
@@ -329,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="simulator seed (default 1)")
     p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
     p.add_argument("--tables", type=int, default=4, help="simulated tables (default 4)")
-    p.add_argument("--protocols", default="open,craft", help="open, craft or both (default open,craft)")
+    p.add_argument("--protocols", default="open,craft",
+                   help="a comma list of open, craft, canal-json (default open,craft)")
     p.add_argument("--ddl", default="demo", help="mid-stream DDL kinds: demo (default: add/modify column, "
                    "truncate), auto, all, none or a comma list (see `replicator simulate --help`)")
     p.add_argument("--port", type=int, default=int(os.environ.get("KAFKA_PORT") or 9092),

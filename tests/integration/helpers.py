@@ -47,41 +47,23 @@ def read_table(spark: Any, warehouse: Path, schema: str, table: str) -> list[dic
 
 
 def encode_partition(
-    events: Sequence[Any], protocol: str, max_batch_size: int = 16
+    events: Sequence[Any], protocol: str, max_batch_size: int = 16, partition: int = 0,
 ) -> list[tuple[bytes | None, bytes]]:
-    """Encode one partition's events in order: consecutive rows batched, DDL/resolved alone."""
-    from replicator.codec import craft, open_protocol
-    from replicator.events import DdlEvent, Resolved, RowChange
+    """Encode one partition's events in order: consecutive rows batched, DDL/resolved alone. A codec
+    that does not broadcast DDL (canal-json) gets it on partition 0 only, as TiCDC sends it."""
+    from replicator.codec import codec_for
+    from replicator.events import DdlEvent
 
-    out: list[tuple[bytes | None, bytes]] = []
-    rows: list[RowChange] = []
-
-    def flush() -> None:
-        if not rows:
-            return
-        if protocol == "open":
-            out.extend(open_protocol.encode_rows(rows, max_batch_size=max_batch_size))
-        else:
-            out.extend((None, v) for v in craft.encode_rows(rows, max_batch_size=max_batch_size))
-        rows.clear()
-
-    for ev in events:
-        if isinstance(ev, RowChange):
-            rows.append(ev)
-            continue
-        flush()
-        if isinstance(ev, DdlEvent):
-            out.append(open_protocol.encode_ddl(ev) if protocol == "open" else (None, craft.encode_ddl(ev)))
-        elif isinstance(ev, Resolved):
-            out.append(open_protocol.encode_resolved(ev.ts) if protocol == "open"
-                       else (None, craft.encode_resolved(ev.ts)))
-    flush()
-    return out
+    codec = codec_for(protocol)
+    if not codec.broadcasts_ddl and partition != 0:
+        events = [ev for ev in events if not isinstance(ev, DdlEvent)]
+    return codec.encode(events, max_batch_size=max_batch_size)
 
 
 def produce_stream(bootstrap: str, topic: str, partitions: Sequence[Sequence[Any]], protocol: str) -> int:
     """Produce a generated stream partition by partition; returns the number of messages."""
-    records = [(p, k, v) for p, events in enumerate(partitions) for k, v in encode_partition(events, protocol)]
+    records = [(p, k, v) for p, events in enumerate(partitions)
+               for k, v in encode_partition(events, protocol, partition=p)]
     produce(bootstrap, topic, records)
     return len(records)
 

@@ -27,10 +27,10 @@ def assert_matches(spark: Any, wh: Path, stream: Any) -> None:
         assert got == stream.expected[table], f"{SCHEMA}.{table} differs"
 
 
-@pytest.mark.parametrize("protocol", ["open", "craft"])
+@pytest.mark.parametrize("protocol", ["open", "craft", "canal-json"])
 def test_random_workload_equals_expected_state(kafka_bootstrap: str, spark: Any, tmp_path: Path,
                                                protocol: str) -> None:
-    stream = generate(seed=11 if protocol == "open" else 12, n_txn=400, n_partitions=3, n_tables=3,
+    stream = generate(seed={"open": 11, "craft": 12}.get(protocol, 13), n_txn=400, n_partitions=3, n_tables=3,
                       truncate_prob=0.0)
     topic = new_topic(kafka_bootstrap, 3)
     produce_stream(kafka_bootstrap, topic, stream.partitions, protocol)

@@ -19,6 +19,9 @@ from replicator.sources.kafka import Record
 BAD = b"ok\xff\xfe bad \xc3("  # two invalid sequences: a stray byte run and a truncated 2-byte char
 EXPECTED = BAD.decode("utf-8", "replace")
 TEXT_TYPES = [TypeCode.BLOB, TypeCode.TINY_BLOB, TypeCode.MEDIUM_BLOB, TypeCode.LONG_BLOB]
+# canal-json cannot carry the bad bytes at all: TiCDC's JSON writer already wrote U+FFFD for them, so
+# its decoder sees valid text (the same value) and has nothing to report.
+REPORTING = [p for p in CODECS if p != "canal-json"]
 
 
 def text_row(ts: int, table: str, columns: dict[str, bytes | str], type_code: int = TypeCode.BLOB) -> RowChange:
@@ -40,6 +43,13 @@ def test_craft_and_open_protocol_decode_invalid_text_to_the_same_value(type_code
     via_open = decoded_value("open", BAD, type_code)
     assert via_craft == via_open == EXPECTED
     assert "\ufffd" in EXPECTED and EXPECTED.startswith("ok")
+
+
+@pytest.mark.parametrize("type_code", [*TEXT_TYPES, TypeCode.VARCHAR, TypeCode.STRING])
+def test_canal_json_carries_invalid_text_as_tidb_wrote_it_the_same_value(type_code: int) -> None:
+    sink = InvalidText()
+    assert decoded_value("canal-json", BAD, type_code, DecodeOptions(invalid_text=sink)) == EXPECTED
+    assert sink.total == 0
 
 
 @pytest.mark.parametrize("type_code", [TypeCode.VARCHAR, TypeCode.STRING, TypeCode.VAR_STRING])
@@ -65,7 +75,7 @@ def test_decode_text_is_the_shared_rule() -> None:
     assert decode_text("é".encode()) == ("é", False)
 
 
-@pytest.mark.parametrize("protocol", list(CODECS))
+@pytest.mark.parametrize("protocol", REPORTING)
 def test_counted_per_value_and_logged_once_per_table_and_column(
     protocol: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -88,7 +98,7 @@ def test_counted_per_value_and_logged_once_per_table_and_column(
     assert all("U+FFFD" in w for w in warnings)
 
 
-@pytest.mark.parametrize("protocol", list(CODECS))
+@pytest.mark.parametrize("protocol", REPORTING)
 def test_a_message_that_fails_to_decode_reports_nothing(protocol: str) -> None:
     codec = codec_for(protocol)
     [(key, value)] = codec.encode_rows([text_row(1, "t", {"c": BAD}), text_row(2, "t", {"c": BAD})])

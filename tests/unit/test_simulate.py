@@ -377,7 +377,7 @@ def replicate_in_memory(sim: Simulation, apply_every: int = 37) -> tuple[MemoryW
     return wh, windower
 
 
-@pytest.mark.parametrize("protocol", ["open", "craft"])
+@pytest.mark.parametrize("protocol", ["open", "craft", "canal-json"])
 @pytest.mark.parametrize("ddl", ["auto", "all"])
 def test_expected_state_equals_in_memory_replication(protocol: str, ddl: str) -> None:
     sim = Simulation(SimConfig(protocol=protocol, events=1500, seed=21, partitions=3, ddl=ddl))  # type: ignore[arg-type]

@@ -46,7 +46,7 @@ def _decoded(batches: list[pa.RecordBatch], **kw: Any) -> dict[str, list[Any]]:
     return out.to_pydict()
 
 
-@pytest.mark.parametrize("protocol", ["open", "craft"])
+@pytest.mark.parametrize("protocol", ["open", "craft", "canal-json"])
 def test_fates_on_arrival_are_the_windowers(protocol: str) -> None:
     sim = Simulation(SimConfig(protocol=protocol, seed=7, events=600, partitions=2, tables=3, ddl="auto"))  # type: ignore[arg-type]
     msgs = list(sim.messages())

@@ -1,0 +1,341 @@
+"""canal-json decoder: one Kafka message value -> its events, exact to the wire.
+
+See the package docstring for the format. Every malformed input raises `DecodeError` (what, field,
+Kafka position), never anything else and never a partial result.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from typing import Any, Final
+
+from replicator.codec import values
+from replicator.codec.canal_json.common import (
+    BINARY_BASE_NAMES,
+    BINARY_CHARSET_CODES,
+    BLOB_CODES,
+    CODES,
+    INT64_LIMIT,
+    INT64_MIN,
+    INT_CODES,
+    JAVA_BINARY_TYPES,
+    ROW_TYPES,
+    STRING_CODES,
+    UINT64_LIMIT,
+    UINT_CODES,
+    WATERMARK_TYPE,
+)
+from replicator.codec.open_protocol.jsontext import _kind, _load
+from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
+from replicator.ddl_classify import CANAL_EVENT_TYPES, classify_ddl, is_alter_table
+from replicator.errors import DecodeError
+from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode, Value
+
+__all__ = ["NO_EXTENSION", "decode"]
+
+NO_EXTENSION: Final = (
+    "canal-json message has no '_tidb' field: TiCDC writes it only with enable-tidb-extension=true, and "
+    "without its commit ts and WATERMARK events exactly-once replication is impossible, so the message is "
+    "not applied; create the changefeed with enable-tidb-extension=true in its sink URI"
+)
+_INT_RE: Final = re.compile(r"-?\d+\Z", re.ASCII)
+_UINT_RE: Final = re.compile(r"\d+\Z", re.ASCII)
+_FLOAT_RE: Final = re.compile(r"-?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\Z", re.ASCII)
+_HANDLE_PK: Final = int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY)
+_INTERNAL_ERRORS: Final = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError,
+                           OverflowError, struct.error)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def decode(
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    *,
+    options: DecodeOptions | None = None,
+    position: Position | None = None,
+) -> list[Event]:
+    """Decode one canal-json message (the key is not used: TiCDC writes none) into its events.
+
+    Raises `DecodeError` (with `position` attached when given) for anything malformed, and for a
+    message without the TiDB extension (`NO_EXTENSION`).
+    """
+    try:
+        data = b"" if value is None else bytes(value)
+        if not data:
+            raise DecodeError("canal-json message value is empty, not a JSON object", offset=0, where="value")
+        try:
+            return _decode(_load(data, 0, len(data), "value"), options or DEFAULT_DECODE_OPTIONS, position)
+        except _INTERNAL_ERRORS as exc:
+            raise DecodeError(f"malformed canal-json message ({type(exc).__name__}: {exc})", where="value") from None
+    except DecodeError as exc:
+        if position is not None:
+            exc.at(str(position))
+        raise
+
+
+def _str_field(obj: dict[str, Any], field: str) -> str:
+    value = obj.get(field)
+    if value is None:
+        return ""
+    if type(value) is not str:
+        raise DecodeError(f"'{field}' is {_kind(value)}, not a string", where=f"field '{field}'")
+    return value
+
+
+def _uint64(ext: dict[str, Any], field: str, required: bool) -> int:
+    value = ext.get(field)
+    if value is None and not required:
+        return 0  # Go's omitempty leaves a zero out
+    if type(value) is not int or not 0 <= value < UINT64_LIMIT:
+        shown = value if type(value) is int else _kind(value)
+        raise DecodeError(f"'_tidb.{field}' is {shown}, not a uint64 TSO", where=f"field '_tidb.{field}'")
+    return value
+
+
+def _decode(obj: dict[str, Any], opts: DecodeOptions, position: Position | None) -> list[Event]:
+    is_ddl = obj.get("isDdl")
+    if is_ddl is None:
+        is_ddl = False
+    if type(is_ddl) is not bool:
+        raise DecodeError(f"'isDdl' is {_kind(is_ddl)}, not a boolean", where="field 'isDdl'")
+    kind = _str_field(obj, "type")
+    ext = obj.get("_tidb")
+    if ext is None:
+        raise DecodeError(NO_EXTENSION, where="field '_tidb'")
+    if type(ext) is not dict:
+        raise DecodeError(f"'_tidb' is {_kind(ext)}, not an object", where="field '_tidb'")
+    if is_ddl:
+        return [_ddl(obj, kind, ext, position)]
+    if kind == WATERMARK_TYPE:
+        return [Resolved(_uint64(ext, "watermarkTs", False), position=position)]
+    if kind not in ROW_TYPES:
+        raise DecodeError(
+            f"event type {_short(kind)} is not INSERT, UPDATE, DELETE or {WATERMARK_TYPE} (and 'isDdl' is false)",
+            where="field 'type'",
+        )
+    return _rows(obj, Op(kind.lower()), ext, opts, position)
+
+
+def _ddl(obj: dict[str, Any], kind: str, ext: dict[str, Any], position: Position | None) -> DdlEvent:
+    query = obj.get("sql")
+    if type(query) is not str:
+        raise DecodeError(f"DDL 'sql' is {_kind(query)}, not a string", where="field 'sql'")
+    try:
+        code = classify_ddl(query)
+    except DecodeError as exc:
+        raise DecodeError(exc.what, where="field 'sql'") from None
+    expected = CANAL_EVENT_TYPES[code]
+    # TiCDC types a multi-clause ALTER TABLE (TiDB's multi-schema change) ALTER whatever its clauses.
+    if kind in CANAL_EVENT_TYPES.values() and kind != expected and not (kind == "ALTER" and is_alter_table(query)):
+        raise DecodeError(
+            f"DDL statement {_short(query)} reads as TiDB DDL type {code}, which TiCDC sends as canal type "
+            f"{expected}, but the message says {kind}: not applied (the statement is not what it seems)",
+            where="field 'type'",
+        )
+    return DdlEvent(
+        commit_ts=_uint64(ext, "commitTs", True),  # a DDL without one would read as ts 0: already applied
+        schema=_str_field(obj, "database"),
+        table=_str_field(obj, "table"),
+        ddl_type=code,
+        query=query,
+        position=position,
+    )
+
+
+def _images(obj: dict[str, Any], field: str, required: bool) -> list[dict[str, Any]] | None:
+    images = obj.get(field)
+    if images is None and not required:
+        return None
+    if type(images) is not list or not images:
+        raise DecodeError(f"'{field}' is {_kind(images)}, not a non-empty array of rows", where=f"field '{field}'")
+    for i, image in enumerate(images):
+        if type(image) is not dict:
+            raise DecodeError(f"row {i} is {_kind(image)}, not an object", where=f"field '{field}'")
+    return images
+
+
+def _rows(
+    obj: dict[str, Any], op: Op, ext: dict[str, Any], opts: DecodeOptions, position: Position | None
+) -> list[Event]:
+    commit_ts = _uint64(ext, "commitTs", True)
+    only_handle_key = ext.get("onlyHandleKey", False)
+    if type(only_handle_key) is not bool:
+        raise DecodeError(f"'_tidb.onlyHandleKey' is {_kind(only_handle_key)}, not a boolean",
+                          where="field '_tidb.onlyHandleKey'")
+    claim_check = _str_field(ext, "claimCheckLocation") or None
+    schema, table = _str_field(obj, "database"), _str_field(obj, "table")
+    types = obj.get("mysqlType")
+    if type(types) is not dict:
+        raise DecodeError(f"'mysqlType' is {_kind(types)}, not an object", where="field 'mysqlType'")
+    java = obj.get("sqlType")
+    if java is None:
+        java = {}
+    if type(java) is not dict:
+        raise DecodeError(f"'sqlType' is {_kind(java)}, not an object", where="field 'sqlType'")
+    pk_names = obj.get("pkNames")
+    if pk_names is None:
+        pk_names = []
+    if type(pk_names) is not list or any(type(n) is not str for n in pk_names):
+        raise DecodeError(f"'pkNames' is {_kind(pk_names)}, not an array of names", where="field 'pkNames'")
+    shapes = _Shapes(types, java, frozenset(pk_names))
+    data = _images(obj, "data", True)
+    assert data is not None
+    old = _images(obj, "old", False) if op is Op.UPDATE else None
+    if old is not None and len(old) != len(data):
+        raise DecodeError(f"'old' holds {len(old)} rows but 'data' {len(data)}", where="field 'old'")
+    events: list[Event] = []
+    for i, image in enumerate(data):
+        cols = _columns(image, shapes, opts, f"field 'data' row {i}")
+        new: tuple[Column, ...] = ()
+        before: tuple[Column, ...] = ()
+        if op is Op.DELETE:
+            before = cols
+        else:
+            new = cols
+        if old is not None:
+            before = _old_image(cols, _columns(old[i], shapes, opts, f"field 'old' row {i}"), i)
+        events.append(RowChange(commit_ts, schema, table, op, new, before, only_handle_key=only_handle_key,
+                                claim_check=claim_check, position=position))
+    return events
+
+
+def _old_image(new: tuple[Column, ...], old: tuple[Column, ...], row: int) -> tuple[Column, ...]:
+    """The full old image: `old` holds every column (TiCDC's default) or only the changed ones
+    (only-output-updated-columns, content-compatible); an unchanged column's old value is its new one."""
+    if len(old) == len(new) and all(a.name == b.name for a, b in zip(old, new, strict=True)):
+        return old
+    by_name = {c.name: c for c in old}
+    names = {c.name for c in new}
+    extra = [name for name in by_name if name not in names]
+    if extra:
+        raise DecodeError(f"'old' names column {_short(extra[0])}, which 'data' does not hold",
+                          where=f"field 'old' row {row}")
+    return tuple(by_name.get(c.name, c) for c in new)
+
+
+class _Shapes:
+    """Per message: column name -> (type code, flags), from `mysqlType`, `sqlType` and `pkNames`."""
+
+    __slots__ = ("cache", "java", "pk", "types")
+
+    def __init__(self, types: dict[str, Any], java: dict[str, Any], pk: frozenset[str]) -> None:
+        self.types, self.java, self.pk = types, java, pk
+        self.cache: dict[str, tuple[int, int]] = {}
+
+    def of(self, name: str) -> tuple[int, int]:
+        shape = self.cache.get(name)
+        if shape is None:
+            shape = self.cache[name] = self._shape(name)
+        return shape
+
+    def _shape(self, name: str) -> tuple[int, int]:
+        text = self.types.get(name)
+        if type(text) is not str:
+            raise DecodeError(f"'mysqlType' has {_kind(text)} for column {_short(name)}, not its type name",
+                              where="field 'mysqlType'")
+        base, modifiers = _split_type(text.strip().lower())
+        code = CODES.get(base)
+        if code is None:
+            raise DecodeError(f"unsupported mysqlType {_short(text)} of column {_short(name)}",
+                              where="field 'mysqlType'")
+        flags = 0
+        if name in self.pk:
+            flags |= _HANDLE_PK
+        if "unsigned" in modifiers or code == TypeCode.YEAR:  # TiDB's YEAR is unsigned; TiCDC omits the word
+            flags |= Flag.UNSIGNED
+        if code == TypeCode.BIT:
+            flags &= ~Flag.UNSIGNED
+        java = self.java.get(name)
+        if java is not None and (type(java) is not int or not -(1 << 31) <= java < 1 << 31):
+            raise DecodeError(f"'sqlType' of column {_short(name)} is {_kind(java)}, not a Java SQL type",
+                              where="field 'sqlType'")
+        if code in BINARY_CHARSET_CODES or base in BINARY_BASE_NAMES or (
+            java in JAVA_BINARY_TYPES and (code in STRING_CODES or code in BLOB_CODES)
+        ):
+            flags |= Flag.BINARY
+        return code, int(flags)
+
+
+def _split_type(text: str) -> tuple[str, list[str]]:
+    """'int unsigned' -> ('int', ['unsigned']); content-compatible 'decimal(10,2) unsigned zerofill'
+    and "enum('a b','c')" too (the words after the parameters, never inside them)."""
+    cut = len(text)
+    for i, ch in enumerate(text):
+        if ch in "( ":
+            cut = i
+            break
+    base, rest = text[:cut], text[cut:]
+    if rest.startswith("("):
+        rest = rest[rest.rfind(")") + 1:]
+    return base, rest.split()
+
+
+def _columns(image: dict[str, Any], shapes: _Shapes, opts: DecodeOptions, where: str) -> tuple[Column, ...]:
+    out: list[Column] = []
+    for name, raw in image.items():
+        try:
+            code, flags = shapes.of(name)
+            if raw is None:
+                out.append(Column(name, code, flags, None))
+                continue
+            if type(raw) is not str:
+                raise DecodeError(f"value is {_kind(raw)}; canal-json values are strings or null")
+            out.append(Column(name, code, flags, _value(raw, code, flags, opts)))
+        except DecodeError as exc:
+            if exc.where is not None and exc.where.startswith("field 'mysqlType'"):
+                raise
+            raise DecodeError(exc.what, where=f"{where} column {_short(name)}") from None
+    return tuple(out)
+
+
+def _value(text: str, code: int, flags: int, opts: DecodeOptions) -> Value:
+    if code in INT_CODES:
+        if not _INT_RE.match(text):
+            raise DecodeError(f"value {_short(text)} is not an integer")
+        number = int(text)
+        low, limit = (0, UINT64_LIMIT) if flags & Flag.UNSIGNED else (INT64_MIN, INT64_LIMIT)
+        if not low <= number < limit:
+            kind = "unsigned" if flags & Flag.UNSIGNED else "signed"
+            raise DecodeError(f"{kind} integer {_short(text)} is outside the 64-bit range")
+        return number
+    if code in UINT_CODES:
+        if not _UINT_RE.match(text) or int(text) >= UINT64_LIMIT:
+            raise DecodeError(f"value {_short(text)} is not an unsigned 64-bit integer")
+        return int(text)
+    if code in STRING_CODES or code in BLOB_CODES:
+        if flags & Flag.BINARY:
+            try:
+                return text.encode("latin-1")  # TiCDC writes each byte as the code point U+0000..U+00FF
+            except UnicodeEncodeError as exc:
+                raise DecodeError(
+                    f"binary value holds {text[exc.start]!r} (U+{ord(text[exc.start]):04X}); TiCDC writes "
+                    "binary bytes as ISO-8859-1 characters U+0000..U+00FF"
+                ) from None
+        return text
+    if code == TypeCode.FLOAT or code == TypeCode.DOUBLE:
+        if not _FLOAT_RE.match(text):
+            raise DecodeError(f"value {_short(text)} is not a number")
+        real = float(text)
+        if not math.isfinite(real):
+            raise DecodeError(f"number {_short(text)} is outside the float64 range")
+        return real
+    if code == TypeCode.NEWDECIMAL or code == TypeCode.DECIMAL:
+        return values.parse_sql_decimal(text)
+    if code == TypeCode.DATE or code == TypeCode.NEWDATE:
+        return values.parse_date(text, opts.zero_dates)
+    if code == TypeCode.DATETIME:
+        return values.parse_datetime(text, opts.zero_dates)
+    if code == TypeCode.TIMESTAMP:
+        return values.parse_timestamp(text, opts.timezone, opts.zero_dates)
+    if code == TypeCode.TIME:
+        return values.parse_time(text)
+    if code == TypeCode.JSON or code == TypeCode.VECTOR:
+        return text
+    if code == TypeCode.NULL:
+        raise DecodeError(f"value {_short(text)} is not null (column type NULL)")
+    raise DecodeError(f"unsupported column type code {code} ({TypeCode(code).name})")
