@@ -7,8 +7,8 @@ the follower applies it and falls back to 0 as it catches up; the applied waterm
 back; the checkpoint lag is now minus the applied watermark's time. After SIGTERM the textfile it
 wrote at exit equals its JSON summary counter by counter, and the rows the metrics say were
 inserted less those deleted are exactly the simulator's expected tables.
-A scheduled job (`--until-caught-up --metrics-textfile`) that stops on a corrupt message writes its
-textfile all the same: the dead letter counted, run_success 0.
+A scheduled job's textfile (`--until-caught-up --metrics-textfile`) equals its summary; one that
+stops on a corrupt message writes it all the same: the dead letter counted, run_success 0.
 """
 
 from __future__ import annotations
@@ -201,19 +201,40 @@ def test_follower_metrics_and_textfile(kafka_bootstrap: str, tmp_path: Path) -> 
         assert live == len(rows), name
 
 
-def test_scheduled_job_textfile_on_a_corrupt_message(kafka_bootstrap: str, tmp_path: Path, spark: Any,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_scheduled_job_textfile(kafka_bootstrap: str, tmp_path: Path, spark: Any,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A scheduled job's textfile matches its summary; one that stops on a corrupt message still
+    writes it, with the dead letter counted and run_success 0."""
     sim = Simulation(SimConfig(protocol="open", seed=7, events=120, partitions=1, tables=1, ddl="none"))
     msgs = list(sim.messages())
     topic = new_topic(kafka_bootstrap, 1, prefix="metrics-job")
     produce(kafka_bootstrap, topic, [*msgs[:len(msgs) // 2], (0, None, GARBAGE), *msgs[len(msgs) // 2:]])
+    base = ["run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open", "--until-caught-up"]
+
     prom = tmp_path / "job.prom"
-    code = main(["run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
-                 "--warehouse", str(tmp_path / "wh"), "--until-caught-up", "--metrics-textfile", str(prom)])
+    capsys.readouterr()
+    assert main([*base, "--warehouse", str(tmp_path / "wh"), "--on-error", "skip", "--json-summary",
+                 "--metrics-textfile", str(prom)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    final = parse(prom.read_text())
+    assert value(final, "replicator_run_success") == 1 and value(final, "replicator_up") == 0
+    assert value(final, "replicator_records_total") == summary["records"] == len(msgs) + 1
+    assert value(final, "replicator_steps_total") == summary["steps"] >= 1
+    assert value(final, "replicator_dead_letters_total", reason="DecodeError") == summary["dead_letters"] == 1
+    assert value(final, "replicator_ddl_applied_total") == summary["ddl_applied"]
+    assert value(final, "replicator_checkpoint_timestamp_seconds") == (summary["watermark_tso"] >> 18) / 1000
+    for name, counts in summary["tables"].items():
+        for op, key in (("insert", "inserted"), ("update", "updated"), ("delete", "deleted")):
+            assert value(final, "replicator_rows_total", table=name, op=op) == counts[key], (name, op)
+        assert counts["inserted"] - counts["deleted"] == len(sim.expected.tables[name])
+
+    failed = tmp_path / "failed.prom"
+    code = main([*base, "--warehouse", str(tmp_path / "wh2"), "--metrics-textfile", str(failed)])
     err = capsys.readouterr().err
     assert code != 0 and "offset" in err  # stopped at the corrupt message, naming its position
-    final = parse(prom.read_text())
+    final = parse(failed.read_text())
     assert value(final, "replicator_run_success") == 0 and value(final, "replicator_up") == 0
     assert value(final, "replicator_dead_letters_total", reason="DecodeError") == 1
     assert value(final, "replicator_decode_errors_total") == 1
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("job.prom.")]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".prom" or ".prom." in p.name) == [
+        "failed.prom", "job.prom"]  # no temporary file left
