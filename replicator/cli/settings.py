@@ -171,6 +171,10 @@ class ReplicatorSettings(BaseSettings):
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     zero_dates: Literal["error", "null"] = "error"
+    # TiCDC large messages (codec/large.py): its large-message-handle-compression, and where its
+    # claim-check-storage-uri files can be read (a directory or a warehouse URL)
+    compression: Literal["none", "lz4", "snappy"] = "none"
+    claim_check_storage: str | None = None
     max_buffer_rows: int = 200_000
     apply_parallelism: int = Field(default=DEFAULT_APPLY_PARALLELISM, ge=1, le=64)
     reader: Literal["driver", "spark"] = "driver"
@@ -426,6 +430,7 @@ class DecodeCommand:
     key: str | None = None
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
+    compression: Literal["none", "lz4", "snappy"] = "none"
 
 
 @dataclass(frozen=True)

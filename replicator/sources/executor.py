@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from replicator.codec import codec_for
+from replicator.codec.large import HANDLE_KEY_ONLY_REMEDY
 from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.typemap import TableSpec, converter_for
 from replicator.engine.loop import where
@@ -53,13 +54,17 @@ _DELETE, _UPDATE = Op.DELETE.value, Op.UPDATE.value
 
 
 def check_row(ev: RowChange) -> None:
-    """Refuse a row TiCDC sent without its full image (large-message handling): both readers."""
-    if ev.only_handle_key or ev.claim_check:
-        what = "claim-check location " + repr(ev.claim_check) if ev.claim_check else "only handle-key columns"
+    """Refuse a row TiCDC sent without its full image (large-message handling): both readers.
+
+    The driver reader resolves claim-check references before this (sources/claimcheck.py); a
+    reference that reaches it comes from the Spark reader, which does not resolve them."""
+    if ev.only_handle_key:
+        raise UnsupportedError(f"row of {ev.schema}.{ev.table} at ts {ev.commit_ts}: {HANDLE_KEY_ONLY_REMEDY}")
+    if ev.claim_check:
         raise UnsupportedError(
-            f"row of {ev.schema}.{ev.table} carries {what} (TiCDC large-message handling); "
-            "the full row is not in the message, so it cannot be replicated: disable "
-            "large-message-handle-option upstream or raise max-message-bytes"
+            f"row of {ev.schema}.{ev.table} at ts {ev.commit_ts} is a claim-check reference {ev.claim_check!r} "
+            "(TiCDC large-message handling), which --reader spark does not resolve: replay it with --reader "
+            "driver --claim-check-storage <the changefeed's claim-check-storage-uri>"
         )
 
 
