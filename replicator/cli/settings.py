@@ -33,6 +33,7 @@ from pydantic import BeforeValidator, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
@@ -492,6 +493,9 @@ class SimulateCommand:
     tables: int = 4
     expected: str | None = None
     ddl: str = "auto"
+    compression: Literal["none", "lz4", "snappy"] = "none"
+    claim_check_dir: str | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True)

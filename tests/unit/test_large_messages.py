@@ -13,6 +13,7 @@ Vectors are built by hand from the formats TiCDC uses (tiflow pkg/compression/co
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -36,7 +37,8 @@ from replicator.codec.large import (
 from replicator.codec.open_protocol import decode, encode_ddl, encode_resolved, encode_rows
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ClaimCheckError, ConfigError, DecodeError, UnsupportedError
-from replicator.events import Column, DdlEvent, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sources.claimcheck import ClaimChecks, storage_reader
 from replicator.sources.executor import check_row
 
@@ -268,3 +270,27 @@ def test_settings_flags_env_and_config(tmp_path: Path, monkeypatch: pytest.Monke
     cmd = options(DecodeCommand, vars(build_parser().parse_args(
         ["decode", "--protocol", "open", "--value", "-", "--compression", "snappy"])))
     assert cmd.compression == "snappy"
+
+
+# -- the simulator emits such streams ----------------------------------------------------------
+
+
+def _decoded(sim: Simulation, checks: ClaimChecks) -> list[Event]:
+    out: list[Event] = []
+    for p, key, value in sim.messages():
+        pos = Position("t", p, 0)
+        out += checks.resolve(codec_for("open").decode(key, value, options=checks.options, position=pos), pos)
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "snappy"])
+def test_simulated_large_messages_decode_to_the_plain_stream(tmp_path: Path, codec: str) -> None:
+    base = SimConfig(protocol="open", seed=3, events=300, partitions=2, tables=4, ddl="auto")
+    plain = _decoded(Simulation(base), ClaimChecks(None, codec_for("open"), DecodeOptions()))
+    sim = Simulation(dataclasses.replace(base, compression=codec, claim_check_dir=str(tmp_path),
+                                         max_message_bytes=700))
+    checks = ClaimChecks(str(tmp_path), codec_for("open"), DecodeOptions(compression=codec))
+    assert _decoded(sim, checks) == plain
+    assert checks.resolved == sim.claim_check_files == len(list(tmp_path.iterdir())) > 10
+    with pytest.raises(ConfigError, match="open protocol only"):
+        SimConfig(protocol="craft", compression=codec if codec != "none" else "lz4")
