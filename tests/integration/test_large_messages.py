@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.values import DecodeOptions
 from replicator.delta.deadletter import read_dead_letters
 from replicator.delta.warehouse import Warehouse
@@ -26,7 +27,7 @@ from tests.kafka_fixtures import new_topic
 
 pytestmark = pytest.mark.integration
 
-SIM = SimConfig(protocol="open", seed=30, events=250, partitions=2, tables=3, ddl="none", compression="snappy",
+SIM = SimConfig(protocol="open", seed=30, events=80, partitions=2, tables=2, ddl="none", compression="snappy",
                 max_message_bytes=700)
 
 
@@ -46,7 +47,7 @@ def test_compressed_claim_checked_stream_replicates_exactly(kafka_bootstrap: str
 def test_missing_claim_check_file_stops_and_handle_key_only_is_dead_lettered(kafka_bootstrap: str, spark: Any,
                                                                            tmp_path: Path) -> None:
     cc = tmp_path / "claim-check"
-    sim = Simulation(dataclasses.replace(SIM, events=60, partitions=1, claim_check_dir=str(cc)))
+    sim = Simulation(dataclasses.replace(SIM, events=40, partitions=1, claim_check_dir=str(cc)))
     topic = new_topic(kafka_bootstrap, 1, prefix="large-missing")
     produce(sim, kafka_bootstrap, topic)
     gone = sorted(cc.iterdir())[0]
@@ -68,3 +69,26 @@ def test_missing_claim_check_file_stops_and_handle_key_only_is_dead_lettered(kaf
     (dead,) = read_dead_letters(spark, Warehouse(wh))
     reason = str(dead["error"])
     assert "handle-key-only" in reason and "snapshot read" in reason and "claim-check" in reason, reason
+
+
+def test_spark_reader_decompresses_and_stops_at_a_reference(kafka_bootstrap: str, spark: Any,
+                                                            tmp_path: Path) -> None:
+    """--reader spark: compressed values replicate exactly; a claim-check reference (which it does
+    not resolve) stops the run, also with --on-error skip, and is not dead-lettered."""
+    config = dataclasses.replace(SIM, events=40, partitions=1)
+    sim = Simulation(dataclasses.replace(config, max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES))
+    topic = new_topic(kafka_bootstrap, 1, prefix="large-spark")
+    produce(sim, kafka_bootstrap, topic)
+    wh = tmp_path / "wh"
+    run_engine(kafka_bootstrap, topic, wh, spark, decode=DecodeOptions(compression="snappy"), reader="spark")
+    assert check_warehouse(spark, wh, sim.expected) == []
+
+    sim = Simulation(dataclasses.replace(config, claim_check_dir=str(tmp_path / "cc")))
+    topic = new_topic(kafka_bootstrap, 1, prefix="large-spark-cc")
+    produce(sim, kafka_bootstrap, topic)
+    wh = tmp_path / "wh-cc"
+    with pytest.raises(ClaimCheckError, match=rf"--reader driver --claim-check-storage .* in topic {topic!r} "
+                                              "partition 0 offset "):
+        run_engine(kafka_bootstrap, topic, wh, spark, decode=DecodeOptions(compression="snappy"), reader="spark",
+                   on_error="skip")
+    assert read_dead_letters(spark, Warehouse(wh)) == []

@@ -200,7 +200,7 @@ def test_claim_check_reference_resolves_from_a_local_directory(tmp_path: Path, c
     refs = [ev for ev in decoded if isinstance(ev, RowChange) and ev.claim_check]
     assert [r.claim_check for r in refs] == ["s3://upstream-bucket/cc/0000.json"]
     assert refs[0].columns == (rows[1].columns[0],) and not refs[0].only_handle_key  # handle key only
-    with pytest.raises(UnsupportedError, match="--reader spark does not resolve"):
+    with pytest.raises(ClaimCheckError, match="--reader spark does not resolve"):
         check_row(refs[0])
     checks = ClaimChecks(str(store), codec_for("open"), opts)
     resolved = [ev for k, v in messages for ev in checks.resolve(decode(k, v, options=opts, position=POS), POS)]
