@@ -9,21 +9,28 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from replicator.codec import codec_for
+from replicator.codec.large import claim_check_envelope
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
+from replicator.codec.open_protocol import decode, encode_rows
 from replicator.codec.values import DecodeOptions
 from replicator.delta.deadletter import read_dead_letters
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import ClaimCheckError
+from replicator.events import Column, Flag, Op, Position, RowChange, TypeCode
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation, produce
+from replicator.sources.claimcheck import ClaimChecks
 from tests.integration.helpers import open_frame, run_engine
 from tests.integration.helpers import produce as produce_raw
 from tests.kafka_fixtures import new_topic
+from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +99,30 @@ def test_spark_reader_decompresses_and_stops_at_a_reference(kafka_bootstrap: str
         run_engine(kafka_bootstrap, topic, wh, spark, decode=DecodeOptions(compression="snappy"), reader="spark",
                    on_error="skip")
     assert read_dead_letters(spark, Warehouse(wh)) == []
+
+
+def test_claim_check_files_are_read_from_an_object_store(s3_store: S3Server) -> None:
+    """--claim-check-storage s3a://bucket/prefix: the same store access as an s3a:// warehouse."""
+    prefix = s3_store.new_prefix("claim-check")
+    url = f"s3a://{s3_store.bucket}/{prefix}"
+    client = s3_store.client()
+    refs: list[str] = []
+
+    def write(key: bytes, value: bytes) -> str:
+        name = f"{len(refs):04d}.json"
+        client.put_object(Bucket=s3_store.bucket, Key=f"{prefix}/{name}", Body=claim_check_envelope(key, value))
+        refs.append(name)
+        return f"s3://upstream/elsewhere/{name}"  # only the file name counts
+
+    big = RowChange(7, "test", "t1", Op.INSERT, columns=(
+        Column("id", int(TypeCode.LONG), int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY), 1),
+        Column("v", int(TypeCode.VARCHAR), 0, "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(40)))))
+    (message,) = encode_rows([big], compression="lz4", max_message_bytes=1000, claim_check=write)
+    opts = DecodeOptions(compression="lz4")
+    pos = Position("cdc", 0, 5)
+    events = decode(*message, options=opts, position=pos)
+    assert refs == ["0000.json"] and events != [big]
+    assert ClaimChecks(url, codec_for("open"), opts).resolve(events, pos) == [big]
+    client.delete_object(Bucket=s3_store.bucket, Key=f"{prefix}/0000.json")
+    with pytest.raises(ClaimCheckError, match=rf"offset 5\).*no file {url}/0000\.json"):
+        ClaimChecks(url, codec_for("open"), opts).resolve(events, pos)
