@@ -58,6 +58,12 @@ class UnsupportedError(ReplicatorError):
     """Input that is well-formed but that the replicator deliberately refuses (e.g. handle-key-only rows)."""
 
 
+class ClaimCheckError(ReplicatorError):
+    """A claim-check reference (TiCDC large-message handling) could not be resolved: no
+    --claim-check-storage, or its file is missing, unreadable or not the referenced message. Stops
+    the run (never dead-lettered, also with --on-error skip): the row exists and must not be lost."""
+
+
 class DdlError(ReplicatorError):
     """A DDL event that cannot be mapped or applied (unknown code, unparsable query, unsupported change)."""
 

@@ -127,7 +127,9 @@ class RowChange:
     `columns` is the new image (insert/update), `old_columns` the old image (update, when old
     values are enabled upstream; delete). `partition_id` is the physical partition table id
     (`ptn`) of a partitioned upstream table, else None. `only_handle_key` / `claim_check` mark
-    messages that carry only the handle-key columns (the engine refuses them).
+    rows that carry only the handle-key columns (TiCDC large messages): the engine dead-letters the
+    first and replaces the second, a claim-check location, by the row its file holds
+    (sources/claimcheck.py); any codec marks its references with these two fields.
     """
 
     commit_ts: int

@@ -17,6 +17,8 @@ def register(sub: Any) -> None:
     p.add_argument("--key", metavar="FILE", help="message key file (Open Protocol)")
     p.add_argument("--timezone", help=f"upstream time zone of TIMESTAMP values (default {d['timezone']})")
     p.add_argument("--legacy", choices=["auto", "legacy", "modern"], help=f"(default {d['legacy']})")
+    p.add_argument("--compression", choices=["none", "lz4", "snappy"],
+                   help=f"the changefeed's large-message-handle-compression (default {d['compression']})")
     p.set_defaults(handler=lambda ns: decode(options(DecodeCommand, vars(ns))))
 
 
@@ -28,7 +30,7 @@ def decode(cmd: DecodeCommand) -> int:
 
     value = read_input(cmd.value)
     key = read_input(cmd.key) if cmd.key else None
-    opts = DecodeOptions(timezone=time_zone(cmd.timezone), legacy=cmd.legacy)
+    opts = DecodeOptions(timezone=time_zone(cmd.timezone), legacy=cmd.legacy, compression=cmd.compression)
     events = codec_for(cmd.protocol).decode(key, value, options=opts, position=Position(cmd.value, -1, -1))
     for line in render_lines(events):
         sys.stdout.write(line + "\n")

@@ -33,6 +33,7 @@ from pydantic import BeforeValidator, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
@@ -188,6 +189,10 @@ class ReplicatorSettings(BaseSettings):
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     zero_dates: Literal["error", "null"] = "error"
+    # TiCDC large messages (codec/large.py): its large-message-handle-compression, and where its
+    # claim-check-storage-uri files can be read (a directory or a warehouse URL)
+    compression: Literal["none", "lz4", "snappy"] = "none"
+    claim_check_storage: str | None = None
     max_buffer_rows: int = 200_000
     apply_parallelism: int = Field(default=DEFAULT_APPLY_PARALLELISM, ge=1, le=64)
     reader: Literal["driver", "spark"] = "driver"
@@ -446,6 +451,7 @@ class DecodeCommand:
     key: str | None = None
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
+    compression: Literal["none", "lz4", "snappy"] = "none"
 
 
 @dataclass(frozen=True)
@@ -507,6 +513,9 @@ class SimulateCommand:
     tables: int = 4
     expected: str | None = None
     ddl: str = "auto"
+    compression: Literal["none", "lz4", "snappy"] = "none"
+    claim_check_dir: str | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True)

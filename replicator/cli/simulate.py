@@ -29,6 +29,14 @@ def register(sub: Any) -> None:
                    help=f"mid-stream DDL: auto (what this build applies), all, none, or a comma list of "
                         f"create_schema,add_column,modify_column,truncate,drop_column,drop_table,rename_table "
                         f"(default {d['ddl']})")
+    p.add_argument("--compression", choices=["none", "lz4", "snappy"],
+                   help="TiCDC large-message-handle-compression: compress every message value "
+                        f"(open protocol; default {d['compression']})")
+    p.add_argument("--claim-check-dir", metavar="DIR",
+                   help="TiCDC claim-check: write rows whose message exceeds --max-message-bytes to DIR and send "
+                        "references to them (open protocol; replicate with --claim-check-storage DIR)")
+    p.add_argument("--max-message-bytes", type=int, metavar="BYTES",
+                   help=f"TiCDC's max-message-bytes (default {d['max_message_bytes']})")
     p.set_defaults(handler=lambda ns: simulate(options(SimulateCommand, vars(ns))))
 
 
@@ -41,7 +49,8 @@ def simulate(cmd: SimulateCommand) -> int:
     if not cmd.out and not (cmd.topic and cmd.bootstrap_servers):
         raise ConfigError("give --topic with --bootstrap-servers (produce to Kafka) or --out DIR (write an archive)")
     config = SimConfig(protocol=cmd.protocol, seed=cmd.seed, events=cmd.events, partitions=cmd.partitions,
-                       tables=cmd.tables, ddl=cmd.ddl)
+                       tables=cmd.tables, ddl=cmd.ddl, compression=cmd.compression,
+                       claim_check_dir=cmd.claim_check_dir, max_message_bytes=cmd.max_message_bytes)
     sim = Simulation(config)
     if cmd.out:
         report = write_archive(sim, cmd.out, cmd.topic or "simulated")
@@ -58,6 +67,9 @@ def simulate(cmd: SimulateCommand) -> int:
     out.write(f"  inserts {st.inserts}, updates {st.updates}, deletes {st.deletes}, key changes {st.key_changes}, "
               f"DDL {st.ddl} ({', '.join(sim.ddl_kinds)}), resolved {st.resolved}, "
               f"replayed {st.replayed_events} ({st.retries} retries, {st.restarts} restarts)\n")
+    if config.compression != "none" or config.claim_check_dir:
+        out.write(f"  values compressed: {config.compression}; claim-check files: {sim.claim_check_files}"
+                  f"{' in ' + config.claim_check_dir if config.claim_check_dir else ''}\n")
     for p, n in sorted(report.records.items()):
         out.write(f"  partition {p}: {n} records\n")
     for name, rows in sorted(sim.expected.tables.items()):

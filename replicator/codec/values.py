@@ -89,14 +89,19 @@ class DecodeOptions:
     `timezone`: upstream zone TIMESTAMP text is written in. `legacy`: see `LegacyMode`.
     `zero_dates`: what a zero DATE/DATETIME becomes (see module docstring). `invalid_text`: where
     text values decoded with U+FFFD are reported (None: not reported; the value decodes the same).
+    `compression`: how TiCDC compressed message values (`large-message-handle-compression`).
     """
 
     timezone: dt.tzinfo = dt.UTC
     legacy: LegacyMode = "auto"
     zero_dates: ZeroDates = "error"
     invalid_text: InvalidText | None = field(default=None, compare=False, repr=False)
+    # TiCDC's large-message-handle-compression: every row / DDL value is compressed (codec/large.py)
+    compression: str = "none"
 
     def __post_init__(self) -> None:
+        if self.compression not in ("none", "lz4", "snappy"):
+            raise ConfigError(f"compression must be one of none, lz4, snappy, not {self.compression!r}")
         if self.legacy not in get_args(LegacyMode):
             raise ConfigError(f"legacy must be one of {get_args(LegacyMode)}, not {self.legacy!r}")
         if self.zero_dates not in get_args(ZeroDates):

@@ -21,10 +21,10 @@ from replicator.engine.loop import Applier, ControlLoop, LoopOptions
 from replicator.engine.plan import DdlScope, Rows, RowSpan, TableName
 from replicator.engine.progress import Progress
 from replicator.engine.window import Windower, WindowStats
-from replicator.errors import DecodeError, KafkaSourceError
+from replicator.errors import ClaimCheckError, DecodeError, KafkaSourceError
 from replicator.events import DdlEvent, Event
 from replicator.logformat import position
-from replicator.sources.executor import APPLIED, KEEP, REPLAY
+from replicator.sources.executor import APPLIED, CLAIM_CHECK_REASON, KEEP, REPLAY
 from replicator.sources.kafka import Record
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ class BatchLoop(ControlLoop):
             return
         cursors = self.progress.cursors
         batch = self._read(ranges, {p: cursors[p].watermark for p in ranges if p in cursors}, self.progress.applied_ts)
-        failure: DecodeError | None = None
+        failure: DecodeError | ClaimCheckError | None = None
         t0 = time.monotonic()
         try:
             control = batch.control()
@@ -223,6 +223,12 @@ class BatchLoop(ControlLoop):
             for rec, reason, stop_text in sorted(control.dead, key=lambda d: (d[0].partition, d[0].offset)):
                 if rec.partition in cut:
                     continue  # past the cut: read again by the rerun
+                if reason.startswith(CLAIM_CHECK_REASON):
+                    # a large message's row that is not in the message: stop, never dead-letter or skip it
+                    cut[rec.partition] = rec.offset
+                    if failure is None:
+                        failure = ClaimCheckError(stop_text)
+                    continue
                 self._dead.append((rec, reason))
                 self.counts.dead_letters += 1
                 if self.options.on_error == "skip":

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from replicator.engine.progress import Progress
 from replicator.engine.window import Step, Windower
-from replicator.errors import DdlError, DecodeError, ReplicatorError, UnsupportedError
+from replicator.errors import ClaimCheckError, DdlError, DecodeError, ReplicatorError, UnsupportedError
 from replicator.events import Event
 from replicator.faults import fault_point
 from replicator.logformat import event_level, position
@@ -138,6 +138,11 @@ class ControlLoop:
                 self.counts.records += 1
                 try:
                     events = self.decode(rec)
+                except ClaimCheckError as exc:
+                    # A large message's row exists but cannot be read now: stop (what is complete
+                    # before it is applied), never dead-letter or skip it, also with --on-error skip.
+                    failure = exc
+                    break
                 except (DecodeError, UnsupportedError) as exc:
                     self._dead.append((rec, f"{type(exc).__name__}: {exc}"))
                     self.counts.dead_letters += 1

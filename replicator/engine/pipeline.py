@@ -41,6 +41,7 @@ from replicator.faults import fault_point, fault_timer
 from replicator.filters import TableFilter
 from replicator.logformat import json_logs, position
 from replicator.metrics import DEFAULT_MAX_TABLES, Metrics
+from replicator.sources.claimcheck import ClaimChecks
 from replicator.sources.executor import check_row
 from replicator.sources.kafka import Record, Source
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
@@ -83,6 +84,9 @@ class RunOptions:
     metrics_textfile: str | None = None  # write them here at exit (node_exporter's textfile collector)
     metrics_max_tables: int = DEFAULT_MAX_TABLES  # tables labelled individually, the rest as `_other`
     table_filter: TableFilter = field(default_factory=TableFilter)  # --include / --exclude (filters.py)
+    # where TiCDC's claim-check files are (large messages; sources/claimcheck.py); the compression
+    # of message values is `decode.compression`
+    claim_check_storage: str | None = None
 
 
 @dataclass
@@ -202,6 +206,7 @@ class Engine:
                                max_tables=options.metrics_max_tables)
         # The decoders report text they decoded with U+FFFD to the summary's counter.
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
+        self._claim_checks = ClaimChecks(options.claim_check_storage, self._codec, self._decode_options)
         self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark, self.metrics)
         self._observed = 0.0  # when the loop's gauges were last updated (`_observe`)
         tables = options.table_filter
@@ -319,6 +324,9 @@ class Engine:
         source, opts = self.source, self.options
         if not isinstance(source, KafkaSource):
             raise ConfigError("--reader spark reads a Kafka topic; archives are read with --reader driver")
+        if opts.claim_check_storage is not None:
+            raise ConfigError("--claim-check-storage needs --reader driver: the Spark reader does not resolve "
+                              "claim-check references (TiCDC large messages)")
 
         def read(ranges: Mapping[int, tuple[int, int]], watermarks: Mapping[int, int], applied_ts: int) -> SparkBatch:
             batch = read_batch(self.applier.delta.spark, source.settings, ranges, protocol=opts.protocol,
@@ -369,6 +377,7 @@ class Engine:
         events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
         if self._filter is not None:
             events = self._filter.apply(events)
+        events = self._claim_checks.resolve(events, pos)  # ClaimCheckError: stops the run (not dead-lettered)
         for ev in events:
             if isinstance(ev, RowChange):
                 check_row(ev)

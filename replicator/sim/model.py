@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from replicator.codec import PROTOCOLS
+from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.errors import ConfigError
 from replicator.events import Column, Value
 from replicator.sim.columns import ColumnDef, quote
@@ -38,8 +39,21 @@ class SimConfig:
     retry_rate: float = 0.01  # per transaction: re-send a few recent events of one partition
     restart_rate: float = 0.0005  # per transaction: a changefeed restart re-sends from the checkpoint
     max_txn_rows: int = 40
+    # TiCDC large-message handling (Open Protocol): every row / DDL value compressed with
+    # `compression` (none, lz4, snappy); with `claim_check_dir`, a row whose message would exceed
+    # `max_message_bytes` is written there as a claim-check file and sent as a reference
+    compression: str = "none"
+    claim_check_dir: str | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     def __post_init__(self) -> None:
+        if self.compression not in ("none", "lz4", "snappy"):
+            raise ConfigError(f"--compression must be none, lz4 or snappy, not {self.compression!r}")
+        if (self.compression != "none" or self.claim_check_dir) and self.protocol != "open":
+            raise ConfigError("large-message handling (--compression, --claim-check-dir) is simulated for the "
+                              "open protocol only (TiCDC refuses it with craft)")
+        if self.max_message_bytes < 1:
+            raise ConfigError("--max-message-bytes must be >= 1")
         if self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol must be {' or '.join(PROTOCOLS)}, not {self.protocol!r}")
         if self.events < 0:

@@ -8,9 +8,11 @@ bounded replay history). Records are encoded through the one codec interface
 from __future__ import annotations
 
 import random
+import uuid
 import zlib
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from replicator.codec import Message, codec_for
@@ -59,6 +61,7 @@ class Simulation:
         self._history: list[deque[Event]] = [deque() for _ in range(config.partitions)]
         self._checkpoint = 0
         self._broadcast_ddl = codec_for(config.protocol).broadcasts_ddl
+        self.claim_check_files = 0  # claim-check files written (large-message handling)
 
     # -- public ---------------------------------------------------------------------------------
     @property
@@ -88,23 +91,59 @@ class Simulation:
         DDL and resolved event a message of its own, as TiCDC writes them."""
         cfg = self.config
         pending: list[list[RowChange]] = [[] for _ in range(cfg.partitions)]
-        codec = codec_for(cfg.protocol)
         batch = cfg.max_batch_size
+        encode_rows, encode_event = self._encoders()
         for p, ev in self.events():
             if isinstance(ev, RowChange):
                 rows = pending[p]
                 rows.append(ev)
                 if len(rows) >= batch:
-                    yield from self._emit(p, codec.encode_rows(rows, max_batch_size=batch))
+                    yield from self._emit(p, encode_rows(rows))
                     rows.clear()
                 continue
             if pending[p]:
-                yield from self._emit(p, codec.encode_rows(pending[p], max_batch_size=batch))
+                yield from self._emit(p, encode_rows(pending[p]))
                 pending[p].clear()
-            yield from self._emit(p, [codec.encode_event(ev)])
+            yield from self._emit(p, [encode_event(ev)])
         for p, rows in enumerate(pending):
             if rows:
-                yield from self._emit(p, codec.encode_rows(rows, max_batch_size=batch))
+                yield from self._emit(p, encode_rows(rows))
+
+    def _encoders(self) -> tuple[Callable[[list[RowChange]], list[Message]], Callable[[Event], Message]]:
+        """The codec's encoders; with large-message handling, TiCDC's Open Protocol encoder's:
+        values compressed, oversized rows written to claim-check files and sent as references."""
+        cfg = self.config
+        codec = codec_for(cfg.protocol)
+        if cfg.compression == "none" and not cfg.claim_check_dir:
+            return (lambda rows: codec.encode_rows(rows, max_batch_size=cfg.max_batch_size,
+                                                   max_message_bytes=cfg.max_message_bytes),
+                    lambda ev: codec.encode_event(ev))  # type: ignore[arg-type]
+        from replicator.codec import open_protocol
+        from replicator.codec.large import claim_check_envelope
+
+        names = random.Random(cfg.seed)  # the files' uuids: not the stream's random, which stays as it is
+        store = Path(cfg.claim_check_dir) if cfg.claim_check_dir else None
+        if store is not None:
+            store.mkdir(parents=True, exist_ok=True)
+
+        def write(key: bytes, value: bytes) -> str:
+            assert store is not None
+            name = f"{uuid.UUID(int=names.getrandbits(128), version=4)}.json"
+            (store / name).write_bytes(claim_check_envelope(key, value))
+            self.claim_check_files += 1
+            return f"{store.resolve().as_uri()}/{name}"
+
+        def rows_(rows: list[RowChange]) -> list[Message]:
+            return list(open_protocol.encode_rows(
+                rows, max_batch_size=cfg.max_batch_size, max_message_bytes=cfg.max_message_bytes,
+                compression=cfg.compression, claim_check=write if store is not None else None))
+
+        def event(ev: Event) -> Message:
+            if isinstance(ev, DdlEvent):
+                return open_protocol.encode_ddl(ev, compression=cfg.compression)
+            return codec.encode_event(ev)  # type: ignore[arg-type]
+
+        return rows_, event
 
     def messages(self) -> Iterator[tuple[int, bytes | None, bytes]]:
         """(partition, key, value) of every Kafka record (``records()`` without timestamps)."""

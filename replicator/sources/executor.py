@@ -22,11 +22,12 @@ from typing import Any
 import pyarrow as pa
 
 from replicator.codec import codec_for
+from replicator.codec.large import HANDLE_KEY_ONLY_REMEDY
 from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.typemap import TableSpec, converter_for
 from replicator.engine.loop import where
 from replicator.engine.window import key_of
-from replicator.errors import DecodeError, ReplicatorError, SchemaError, UnsupportedError
+from replicator.errors import ClaimCheckError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
 from replicator.sources.kafka import Record
 
@@ -48,18 +49,25 @@ ORDER_COLUMNS = ("_ts", "_p", "_o", "_i", "_sub")
 """Order of a table's changes: commit ts, then position (partition, offset, index in the message),
 then an update's delete of its old key before its new image."""
 
+CLAIM_CHECK_REASON = ClaimCheckError.__name__ + ":"
+"""How the reason of a DEAD event for an unresolved claim-check reference starts: it stops the run."""
+
 _BATCH_ROWS = 4096
 _DELETE, _UPDATE = Op.DELETE.value, Op.UPDATE.value
 
 
 def check_row(ev: RowChange) -> None:
-    """Refuse a row TiCDC sent without its full image (large-message handling): both readers."""
-    if ev.only_handle_key or ev.claim_check:
-        what = "claim-check location " + repr(ev.claim_check) if ev.claim_check else "only handle-key columns"
-        raise UnsupportedError(
-            f"row of {ev.schema}.{ev.table} carries {what} (TiCDC large-message handling); "
-            "the full row is not in the message, so it cannot be replicated: disable "
-            "large-message-handle-option upstream or raise max-message-bytes"
+    """Refuse a row TiCDC sent without its full image (large-message handling): both readers.
+
+    The driver reader resolves claim-check references before this (sources/claimcheck.py); a
+    reference that reaches it comes from the Spark reader, which does not resolve them."""
+    if ev.only_handle_key:
+        raise UnsupportedError(f"row of {ev.schema}.{ev.table} at ts {ev.commit_ts}: {HANDLE_KEY_ONLY_REMEDY}")
+    if ev.claim_check:  # stops the run (never dead-lettered: the row exists)
+        raise ClaimCheckError(
+            f"row of {ev.schema}.{ev.table} at ts {ev.commit_ts} is a claim-check reference {ev.claim_check!r} "
+            "(TiCDC large-message handling), which --reader spark does not resolve: run with --reader "
+            "driver --claim-check-storage <the changefeed's claim-check-storage-uri>"
         )
 
 
@@ -135,7 +143,9 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
                 for ev in events:
                     if isinstance(ev, RowChange):
                         check_row(ev)
-            except (DecodeError, UnsupportedError) as exc:
+            except (DecodeError, UnsupportedError, ClaimCheckError) as exc:
+                # A ClaimCheckError's DEAD event (reason CLAIM_CHECK_REASON...) stops the driver without
+                # a dead letter (engine/batch.py), also with --on-error skip.
                 millis = int(stamp.timestamp() * 1000) if stamp is not None else -1
                 reason = f"{type(exc).__name__}: {exc}"  # what the dead-letter table says, as the driver reader
                 failure = exc if isinstance(exc, DecodeError) else DecodeError(str(exc))

@@ -248,7 +248,8 @@ def read_batch(spark: SparkSession, settings: KafkaSettings, ranges: Mapping[int
           .option("endingOffsets", json.dumps({topic: {str(p): ranges[p][1] for p in parts}}))
           .load()
           .select("topic", "partition", "offset", "timestamp", "key", "value"))
-    opts = DecodeOptions(timezone=options.timezone, legacy=options.legacy, zero_dates=options.zero_dates)
+    opts = DecodeOptions(timezone=options.timezone, legacy=options.legacy, zero_dates=options.zero_dates,
+                          compression=options.compression)
     wms = {p: watermarks.get(p, 0) for p in parts}
 
     def decode(batches: Iterable[Any]) -> Iterator[Any]:

@@ -9,14 +9,15 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord
+from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord, where
 from replicator.engine.progress import Cursor, Progress
 from replicator.engine.window import Step, Windower
-from replicator.errors import DdlError, DecodeError, KafkaSourceError, SchemaError
+from replicator.errors import ClaimCheckError, DdlError, DecodeError, KafkaSourceError, SchemaError
 from replicator.events import Column, DdlEvent, Event, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sources.kafka import Record
 
 BAD = b"undecodable"
+MISSING = b"claim-check file missing"
 
 
 class Clock:
@@ -81,6 +82,8 @@ class FakeSource:
     def decode(self, rec: Record) -> list[Event]:
         if rec.value == BAD:
             raise DecodeError("not a TiCDC message")
+        if rec.value == MISSING:
+            raise ClaimCheckError(f"claim-check file gone ({where(rec)})")
         events = self.records[rec.partition][rec.offset]
         assert not isinstance(events, bytes)
         return list(events)
@@ -325,6 +328,20 @@ def test_dead_letter_with_on_error_stop_stops_before_it() -> None:
     assert applier.rows() == [(10, 1)]  # what was complete before it is applied
     assert applier.progress == Progress(15, {0: Cursor(2, 15)})  # a rerun reads the bad message again
     assert loop.counts.error is not None and loop.counts.dead_letters == 1
+
+
+@pytest.mark.parametrize("on_error", ["stop", "skip"])
+def test_an_unresolvable_claim_check_stops_without_a_dead_letter(on_error: str) -> None:
+    clock = Clock()
+    records: dict[int, list[list[Event] | bytes]] = {0: [[ins(10, 1)], res(15), MISSING, [ins(20, 3)], res(25)]}
+    source, applier = FakeSource(clock, records), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=True, on_error=on_error)
+    with pytest.raises(ClaimCheckError, match="partition 0 offset 2"):
+        loop.run()
+    assert applier.dead == [] and loop.counts.dead_letters == 0  # never dead-lettered, also with skip
+    assert applier.rows() == [(10, 1)]  # what was complete before it is applied
+    assert applier.progress == Progress(15, {0: Cursor(2, 15)})  # a rerun reads it again
+    assert loop.counts.error is not None
 
 
 def test_dead_letter_with_on_error_skip_goes_on() -> None:

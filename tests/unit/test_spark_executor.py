@@ -42,7 +42,8 @@ def _records(msgs: list[tuple[int, bytes | None, bytes]], topic: str = "t") -> l
 
 def _decoded(batches: list[pa.RecordBatch], **kw: Any) -> dict[str, list[Any]]:
     out = pa.Table.from_batches(list(ex.decode_batches(batches, protocol=kw.pop("protocol", "open"),
-                                                        options=DecodeOptions(), **kw)), schema=ex.EVENTS_SCHEMA)
+                                                        options=kw.pop("options", DecodeOptions()), **kw)),
+                                schema=ex.EVENTS_SCHEMA)
     return out.to_pydict()
 
 
@@ -104,6 +105,27 @@ def test_bad_message_is_a_dead_event_and_the_partition_goes_on() -> None:
     assert reason.startswith("DecodeError: ")
     assert stop.endswith("in topic 't' partition 0 offset 3")
     assert max(o for o, k in zip(ev["offset"], ev["kind"], strict=True) if k == ex.ROW) > 3
+
+
+def test_compressed_values_decode_and_claim_check_references_are_stopping_dead_events(tmp_path: Any) -> None:
+    """Large messages on executors: values decompressed; a reference is not resolved there but
+    becomes a DEAD event whose reason makes the driver stop (engine/batch.py), not dead-letter."""
+    config = SimConfig(protocol="open", seed=9, events=100, partitions=1, tables=2, ddl="none")
+    plain = _decoded(_records(list(Simulation(config).messages())), watermarks={}, applied_ts=0)
+    sim = Simulation(SimConfig(protocol="open", seed=9, events=100, partitions=1, tables=2, ddl="none",
+                               compression="lz4"))
+    ev = _decoded(_records(list(sim.messages())), options=DecodeOptions(compression="lz4"), watermarks={},
+                  applied_ts=0)
+    assert ev == plain
+    sim = Simulation(SimConfig(protocol="open", seed=9, events=100, partitions=1, tables=2, ddl="none",
+                               compression="lz4", claim_check_dir=str(tmp_path), max_message_bytes=700))
+    ev = _decoded(_records(list(sim.messages())), options=DecodeOptions(compression="lz4"), watermarks={},
+                  applied_ts=0)
+    dead = [pickle.loads(ev["payload"][i]) for i, k in enumerate(ev["kind"]) if k == ex.DEAD]
+    assert 0 < len(dead) <= sim.claim_check_files  # one per message holding references
+    for _millis, _key, _value, reason, stop in dead:
+        assert reason.startswith(ex.CLAIM_CHECK_REASON) and "--reader driver --claim-check-storage" in reason
+        assert "in topic 't' partition 0 offset" in stop
 
 
 def test_records_out_of_offset_order_are_refused() -> None:

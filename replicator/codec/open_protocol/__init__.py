@@ -28,7 +28,11 @@ event nothing says whether a column is binary, so:
   demo fixtures hold `{"t":1,"v":"aa"}`).
 
 Key fields: `rid` -> RowChange.row_id, `ptn` -> partition_id, `ohk` -> only_handle_key, `ccl` ->
-claim_check (such rows decode; the engine refuses them). Row ops follow the reference decoder: a
+claim_check (such rows decode; the engine resolves a claim-check reference from
+--claim-check-storage and dead-letters a handle-key-only row: codec/large.py, sources/claimcheck.py).
+With TiCDC's large-message-handle-compression (`DecodeOptions.compression`) every row and DDL value
+entry is compressed on its own (lz4 frame / raw snappy block); the key and a resolved event's empty
+entry are not. Row ops follow the reference decoder: a
 non-empty `d` is a delete, else `u` with a non-empty `p` an update, `u` alone an insert.
 
 Errors: every malformed input raises `DecodeError` (what, entry index, byte offset, field), never

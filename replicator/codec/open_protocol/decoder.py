@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from replicator.codec import values
+from replicator.codec.large import decompress
 from replicator.codec.open_protocol.common import (
     _BINARY,
     _DDL,
@@ -457,6 +458,18 @@ _INTERNAL_ERRORS: Final = (
 )
 
 
+def _value(value: bytes, start: int, end: int, where: str, opts: DecodeOptions) -> Any:
+    """A row or DDL value entry's JSON; decompressed first when TiCDC compressed values (each entry
+    on its own; a resolved event's empty entry is not compressed)."""
+    if opts.compression == "none":
+        return _load(value, start, end, where)
+    try:
+        plain = decompress(opts.compression, value[start:end])
+    except DecodeError as exc:
+        raise DecodeError(exc.what, offset=start, where=where) from None
+    return _load(plain, 0, len(plain), where)
+
+
 def _as_bytes(data: Buffer | None) -> bytes:
     if data is None:
         return b""
@@ -517,12 +530,12 @@ def _decode(
             where, base = f"value entry {index}", vstart
             event: Event
             if kind == _ROW:
-                event = _row(k, _load(value, vstart, vpos, where), opts, replaced)
+                event = _row(k, _value(value, vstart, vpos, where, opts), opts, replaced)
                 if replaced:
                     invalid += [(event.schema, event.table, column) for column in replaced]
                     replaced.clear()
             elif kind == _DDL:
-                event = _ddl(k, _load(value, vstart, vpos, where))
+                event = _ddl(k, _value(value, vstart, vpos, where, opts))
             else:  # resolved: the value entry is empty; the reference ignores its content
                 event = Resolved(ts=k["ts"], position=position)
         except DecodeError as exc:

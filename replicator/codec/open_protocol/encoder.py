@@ -4,12 +4,14 @@ open-protocol encoder + Go encoding/json), batched as it batches."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Final
 
 from replicator.codec import values
+from replicator.codec.large import compress
 from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.open_protocol.common import (
     _BINARY,
@@ -200,8 +202,15 @@ def encode_rows(
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     timezone: dt.tzinfo = dt.UTC,
+    compression: str = "none",
+    claim_check: Callable[[bytes, bytes], str] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Row events of ONE Kafka partition -> (key, value) messages, batched as the reference does.
+
+    TiCDC's large-message handling (codec/large.py): `compression` compresses every row value;
+    with `claim_check`, a row too large for one message goes to `claim_check(key, value)` as a
+    message of its own (which stores it and returns its location) and the batch gets a reference
+    instead: `ccl` = that location in the key, only the handle-key columns in the value.
 
     A new message starts when there is none yet, when it already holds `max_batch_size` rows, or
     when `len(msg.key) + len(msg.value) + 36 + len(key) + len(value) + 16 > max_message_bytes`.
@@ -216,8 +225,14 @@ def encode_rows(
     in_batch = 0
     for row in rows:
         key = _row_key(row)
-        value = _row_value(row, timezone)
+        value = compress(compression, _row_value(row, timezone))
         size = len(key) + len(value)
+        if size + MAX_RECORD_OVERHEAD + 16 + 8 > max_message_bytes and claim_check is not None:
+            location = claim_check(_VERSION_HEAD + _frame(key), _frame(value))
+            ref = dataclasses.replace(row, claim_check=location, only_handle_key=False,
+                                      columns=_handle_only(row.columns), old_columns=_handle_only(row.old_columns))
+            key, value = _row_key(ref), compress(compression, _row_value(ref, timezone))
+            size = len(key) + len(value)
         if size + MAX_RECORD_OVERHEAD + 16 + 8 > max_message_bytes:
             raise MessageTooLargeError(
                 f"row of {row.schema}.{row.table} at ts {row.commit_ts} encodes to {size} bytes, "
@@ -239,13 +254,22 @@ def encode_rows(
     return [(bytes(k), bytes(v)) for k, v in messages]
 
 
-def encode_ddl(ddl: DdlEvent) -> tuple[bytes, bytes]:
-    """One DDL event -> its own (key, value) message (the reference never batches DDL)."""
+def _handle_only(columns: Sequence[Column]) -> tuple[Column, ...]:
+    """The handle-key columns of a row image (what a large-message reference carries)."""
+    handle = tuple(c for c in columns if c.flags & _HANDLE_KEY)
+    if columns and not handle:
+        raise ValueError("a large-message reference needs handle-key columns")
+    return handle
+
+
+def encode_ddl(ddl: DdlEvent, *, compression: str = "none") -> tuple[bytes, bytes]:
+    """One DDL event -> its own (key, value) message (the reference never batches DDL); its value
+    compressed as TiCDC's large-message-handle-compression does."""
     if not 0 <= ddl.ddl_type <= 255:
         raise ValueError(f"DDL type {ddl.ddl_type} is not a TiDB action type 0..255")
     key = _key_json(ddl.commit_ts, ddl.schema, ddl.table, _DDL)
     value = f'{{"q":{_json_string(ddl.query)},"t":{ddl.ddl_type}}}'.encode()
-    return _VERSION_HEAD + _frame(key), _frame(value)
+    return _VERSION_HEAD + _frame(key), _frame(compress(compression, value))
 
 
 def encode_resolved(ts: int | Resolved) -> tuple[bytes, bytes]:

@@ -1,0 +1,296 @@
+"""TiCDC large messages (issue 30 part 4): value compression, claim-check envelopes and references,
+handle-key-only rows, and their settings.
+
+Vectors are built by hand from the formats TiCDC uses (tiflow pkg/compression/compress.go):
+- snappy = klauspost/compress/snappy `Encode`, the raw *block* format: uvarint decoded length, then
+  elements; a literal of n <= 60 bytes is the tag byte (n-1)<<2 followed by the bytes.
+- lz4 = pierrec/lz4/v4 `NewWriter`, the *frame* format with its defaults (4 MiB blocks,
+  independent blocks, content checksum): magic 04 22 4D 18, FLG 0x64, BD 0x70, header checksum
+  0xB9; a block whose size has the high bit set is stored uncompressed; end mark 0; then the
+  content's xxh32 (seed 0), little-endian: 0x02CC5D05 for no bytes, 0xFB0077F9 for b"hello".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replicator.cli import build_parser
+from replicator.cli.common import settings_from
+from replicator.cli.run import run_options
+from replicator.cli.settings import DecodeCommand, options
+from replicator.codec import codec_for
+from replicator.codec.large import (
+    claim_check_envelope,
+    claim_check_name,
+    compress,
+    decompress,
+    parse_claim_check,
+)
+from replicator.codec.open_protocol import decode, encode_ddl, encode_resolved, encode_rows
+from replicator.codec.values import DecodeOptions
+from replicator.errors import ClaimCheckError, ConfigError, DecodeError, UnsupportedError
+from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.sim.simulate import SimConfig, Simulation
+from replicator.sources.claimcheck import ClaimChecks, storage_reader
+from replicator.sources.executor import check_row
+
+SNAPPY_HELLO = bytes.fromhex("05" "10" "68656c6c6f")
+LZ4_EMPTY = bytes.fromhex("04224d18" "6470b9" "00000000" "055dcc02")
+LZ4_HELLO = bytes.fromhex("04224d18" "6470b9" "05000080" "68656c6c6f" "00000000" "f97700fb")
+POS = Position("cdc", 2, 41)
+PK = int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("REPLICATOR_"):
+            monkeypatch.delenv(name)
+
+
+def row(ts: int = 415508878783938562, ident: int = 1, text: str = "x", op: Op = Op.INSERT) -> RowChange:
+    cols = (Column("id", int(TypeCode.LONG), PK, ident), Column("v", int(TypeCode.VARCHAR), 0, text))
+    if op is Op.DELETE:
+        return RowChange(ts, "test", "t1", op, old_columns=cols)
+    return RowChange(ts, "test", "t1", op, columns=cols)
+
+
+# -- compression ------------------------------------------------------------------------------
+
+
+def test_snappy_is_the_block_format() -> None:
+    assert decompress("snappy", SNAPPY_HELLO) == b"hello"
+    data = b"large message " * 100
+    packed = compress("snappy", data)
+    assert packed[:2] == bytes([0x80 | (1400 & 0x7F), 1400 >> 7])  # uvarint(1400): a block, not the sNaPpY stream
+    assert not packed.startswith(b"\xff\x06\x00\x00sNaPpY")
+    assert len(packed) < len(data) and decompress("snappy", packed) == data
+
+
+def test_lz4_is_the_frame_format_pierrec_writes() -> None:
+    assert decompress("lz4", LZ4_HELLO) == b"hello"
+    assert decompress("lz4", LZ4_EMPTY) == b""
+    data = b"large message " * 100
+    packed = compress("lz4", data)
+    assert packed[:4] == bytes.fromhex("04224d18") and len(packed) < len(data)
+    assert decompress("lz4", packed) == data
+
+
+@pytest.mark.parametrize("codec", ["lz4", "snappy"])
+def test_not_compressed_is_a_decode_error(codec: str) -> None:
+    with pytest.raises(DecodeError, match=f"not {codec}-compressed.*--compression"):
+        decompress(codec, b'{"u":{}}')
+    assert compress("none", b"abc") == decompress("none", b"abc") == b"abc"
+    with pytest.raises(ConfigError):
+        compress("zstd", b"")
+
+
+@settings(max_examples=300, deadline=None)
+@given(codec=st.sampled_from(["lz4", "snappy"]), data=st.binary(max_size=300))
+def test_decompress_any_bytes_is_bytes_or_decode_error(codec: str, data: bytes) -> None:
+    with contextlib.suppress(DecodeError):
+        decompress(codec, data)
+    assert decompress(codec, compress(codec, data)) == data
+
+
+# -- Open Protocol with compressed values ------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["lz4", "snappy"])
+def test_open_protocol_compresses_every_value_entry(codec: str) -> None:
+    rows = [row(ident=i, text="y" * i) for i in range(1, 4)] + [row(ident=2, op=Op.DELETE)]
+    opts = DecodeOptions(compression=codec)
+    ((key, value),) = encode_rows(rows, compression=codec)
+    assert key == encode_rows(rows)[0][0]  # keys are never compressed
+    assert decode(key, value, options=opts) == rows
+    with pytest.raises(DecodeError, match="value entry 0"):
+        decode(key, value)  # compressed, read as plain JSON
+    ddl = DdlEvent(415508856908021766, "test", "t1", 3, "CREATE TABLE t1 (id INT PRIMARY KEY)")
+    assert decode(*encode_ddl(ddl, compression=codec), options=opts) == [ddl]
+    # A resolved event's value entry is empty: nothing to compress, decodes under any setting.
+    assert decode(*encode_resolved(9), options=opts) == [Resolved(9)]
+    with pytest.raises(DecodeError, match=f"not {codec}-compressed"):
+        decode(*encode_rows(rows)[0], options=opts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(codec=st.sampled_from(["lz4", "snappy"]), key=st.binary(max_size=80), value=st.binary(max_size=200))
+def test_any_bytes_decode_to_events_or_decode_error(codec: str, key: bytes, value: bytes) -> None:
+    opts = DecodeOptions(compression=codec)
+    with contextlib.suppress(DecodeError):
+        codec_for("open").decode(b"\x00" * 7 + b"\x01" + key, value, options=opts, position=POS)
+    # A well-formed row key with any value entry: the decompression path itself.
+    row_key = b'{"ts":1,"scm":"s","tbl":"t","t":1}'
+    framed_key = b"\x00" * 7 + b"\x01" + len(row_key).to_bytes(8, "big") + row_key
+    for entry in (value, compress(codec, value)):
+        with contextlib.suppress(DecodeError):
+            codec_for("open").decode(framed_key, len(entry).to_bytes(8, "big") + entry, options=opts, position=POS)
+
+
+# -- claim-check files ------------------------------------------------------------------------
+
+
+def test_claim_check_envelope_round_trip_and_go_shapes() -> None:
+    env = claim_check_envelope(b"\x00\x01k", b"v\xff")
+    assert env == b'{"key":"AAFr","value":"dv8="}'  # Go: []byte as standard base64 with padding
+    assert parse_claim_check(env) == (b"\x00\x01k", b"v\xff")
+    assert parse_claim_check(b'{"key":null,"value":"dv8="}') == (b"", b"v\xff")  # a nil []byte
+
+
+@pytest.mark.parametrize("data, match", [
+    (b"", "not JSON"), (b"[1]", "not a"), (b'{"key":"AA=="}', "not a"), (b'{"value":7}', "'value'"),
+    (b'{"value":"@@"}', "not valid base64"), (b"\xff", "not JSON"),
+])
+def test_claim_check_envelope_errors(data: bytes, match: str) -> None:
+    with pytest.raises(DecodeError, match=match):
+        parse_claim_check(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=100) | st.text(max_size=60).map(str.encode))
+def test_claim_check_any_bytes_parse_or_decode_error(data: bytes) -> None:
+    try:
+        key, value = parse_claim_check(data)
+    except DecodeError:
+        return
+    assert isinstance(key, bytes) and isinstance(value, bytes)
+
+
+def test_claim_check_name_is_the_base_name() -> None:
+    assert claim_check_name("s3://bkt/prefix/0b5d.json") == "0b5d.json"
+    assert claim_check_name("file:///tmp/cc/0b5d.json") == "0b5d.json"
+    assert claim_check_name("0b5d.json") == "0b5d.json"
+    for bad in ("", "s3://b/p/", "s3://b/..", "a\\..\\b"):
+        with pytest.raises(DecodeError, match="names no file"):
+            claim_check_name(bad)
+
+
+# -- references: encoded as TiCDC does, resolved at the edge -----------------------------------
+
+
+def _stream(tmp_path: Path, codec: str) -> tuple[list[RowChange], list[tuple[bytes, bytes]], Path]:
+    store = tmp_path / "cc"
+    store.mkdir()
+    names = iter(f"{i:04d}.json" for i in range(100))
+
+    def write(key: bytes, value: bytes) -> str:
+        name = next(names)
+        (store / name).write_bytes(claim_check_envelope(key, value))
+        return f"s3://upstream-bucket/cc/{name}"
+
+    noise = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(20))  # 1280 bytes lz4 cannot shrink
+    rows = [row(ident=1), row(ident=2, text=noise), row(ident=3), row(ident=2, op=Op.DELETE)]
+    return rows, encode_rows(rows, compression=codec, max_message_bytes=1000, claim_check=write), store
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_claim_check_reference_resolves_from_a_local_directory(tmp_path: Path, codec: str) -> None:
+    rows, messages, store = _stream(tmp_path, codec)
+    assert sorted(p.name for p in store.iterdir()) == ["0000.json"]
+    opts = DecodeOptions(compression=codec)
+    decoded = [ev for k, v in messages for ev in decode(k, v, options=opts)]
+    refs = [ev for ev in decoded if isinstance(ev, RowChange) and ev.claim_check]
+    assert [r.claim_check for r in refs] == ["s3://upstream-bucket/cc/0000.json"]
+    assert refs[0].columns == (rows[1].columns[0],) and not refs[0].only_handle_key  # handle key only
+    with pytest.raises(ClaimCheckError, match="--reader spark does not resolve"):
+        check_row(refs[0])
+    checks = ClaimChecks(str(store), codec_for("open"), opts)
+    resolved = [ev for k, v in messages for ev in checks.resolve(decode(k, v, options=opts, position=POS), POS)]
+    assert resolved == rows and checks.resolved == 1
+
+
+def test_missing_claim_check_file_and_no_storage_stop_with_position_and_url(tmp_path: Path) -> None:
+    _rows, messages, store = _stream(tmp_path, "snappy")
+    opts = DecodeOptions(compression="snappy")
+    events = [ev for k, v in messages for ev in decode(k, v, options=opts, position=POS)]
+    (store / "0000.json").unlink()
+    with pytest.raises(ClaimCheckError) as err:
+        ClaimChecks(str(store), codec_for("open"), opts).resolve(events, POS)
+    text = str(err.value)
+    assert "topic 'cdc' partition 2 offset 41" in text and str(store / "0000.json") in text and "restore" in text
+    with pytest.raises(ClaimCheckError, match=r"partition 2 offset 41.*no --claim-check-storage is set"):
+        ClaimChecks(None, codec_for("open"), opts).resolve(events, POS)
+    (store / "0000.json").write_bytes(b"not json")
+    with pytest.raises(ClaimCheckError, match="does not hold a message that decodes"):
+        ClaimChecks(str(store), codec_for("open"), opts).resolve(events, POS)
+    (store / "0000.json").write_bytes(claim_check_envelope(*encode_rows([row(ts=5, ident=2)], compression="snappy")[0]))
+    with pytest.raises(ClaimCheckError, match="not the referenced one"):
+        ClaimChecks(str(store), codec_for("open"), opts).resolve(events, POS)
+
+
+def test_storage_reader_reads_by_name(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_bytes(b"{}")
+    read, url_of = storage_reader(str(tmp_path))
+    assert read("a.json") == b"{}" and read("b.json") is None and url_of("b.json") == str(tmp_path / "b.json")
+
+
+def test_handle_key_only_row_is_refused_with_the_remedy() -> None:
+    key = b'{"ts":415508878783938562,"scm":"test","tbl":"t1","t":1,"ohk":true}'
+    value = b'{"u":{"id":{"t":3,"h":true,"f":11,"v":1}}}'
+    (ev,) = decode(b"\x00" * 7 + b"\x01" + len(key).to_bytes(8, "big") + key, len(value).to_bytes(8, "big") + value)
+    assert isinstance(ev, RowChange) and ev.only_handle_key
+    assert ClaimChecks(None, codec_for("open"), DecodeOptions()).resolve([ev], POS) == [ev]  # not a reference
+    with pytest.raises(UnsupportedError, match=r"handle-key-only.*snapshot read.*claim-check"):
+        check_row(ev)
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+def test_settings_flags_env_and_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = ["--warehouse", "/wh", "--protocol", "open"]
+
+    def opts(*argv: str) -> tuple[str, str | None]:
+        o = run_options(settings_from(build_parser().parse_args(["run", *base, *argv])))
+        return o.decode.compression, o.claim_check_storage
+
+    assert opts() == ("none", None)
+    assert opts("--compression", "lz4", "--claim-check-storage", "s3a://b/cc") == ("lz4", "s3a://b/cc")
+    monkeypatch.setenv("REPLICATOR_COMPRESSION", "snappy")
+    monkeypatch.setenv("REPLICATOR_CLAIM_CHECK_STORAGE", str(tmp_path))
+    assert opts() == ("snappy", str(tmp_path))
+    monkeypatch.delenv("REPLICATOR_COMPRESSION")
+    cfg = tmp_path / "r.toml"
+    cfg.write_text('compression = "lz4"\nclaim-check-storage = "/cc"\n')
+    assert opts("--config", str(cfg)) == ("lz4", str(tmp_path))  # env beats the file
+    monkeypatch.setenv("REPLICATOR_COMPRESSION", "zstd")
+    with pytest.raises(ConfigError, match="REPLICATOR_COMPRESSION"):
+        opts()
+    monkeypatch.delenv("REPLICATOR_COMPRESSION")
+    with pytest.raises(ConfigError, match="--claim-check-storage needs --reader driver"):
+        opts("--reader", "spark")
+    cmd = options(DecodeCommand, vars(build_parser().parse_args(
+        ["decode", "--protocol", "open", "--value", "-", "--compression", "snappy"])))
+    assert cmd.compression == "snappy"
+
+
+# -- the simulator emits such streams ----------------------------------------------------------
+
+
+def _decoded(sim: Simulation, checks: ClaimChecks) -> list[Event]:
+    out: list[Event] = []
+    for p, key, value in sim.messages():
+        pos = Position("t", p, 0)
+        out += checks.resolve(codec_for("open").decode(key, value, options=checks.options, position=pos), pos)
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "snappy"])
+def test_simulated_large_messages_decode_to_the_plain_stream(tmp_path: Path, codec: str) -> None:
+    base = SimConfig(protocol="open", seed=3, events=300, partitions=2, tables=4, ddl="auto")
+    plain = _decoded(Simulation(base), ClaimChecks(None, codec_for("open"), DecodeOptions()))
+    sim = Simulation(dataclasses.replace(base, compression=codec, claim_check_dir=str(tmp_path),
+                                         max_message_bytes=700))
+    checks = ClaimChecks(str(tmp_path), codec_for("open"), DecodeOptions(compression=codec))
+    assert _decoded(sim, checks) == plain
+    assert checks.resolved == sim.claim_check_files == len(list(tmp_path.iterdir())) > 10
+    with pytest.raises(ConfigError, match="open protocol only"):
+        SimConfig(protocol="craft", compression=codec if codec != "none" else "lz4")
