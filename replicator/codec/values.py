@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Literal, get_args
 
+from replicator.codec.state import CodecState
 from replicator.errors import ConfigError, DecodeError
 from replicator.events import Position
 
@@ -89,12 +90,15 @@ class DecodeOptions:
     `timezone`: upstream zone TIMESTAMP text is written in. `legacy`: see `LegacyMode`.
     `zero_dates`: what a zero DATE/DATETIME becomes (see module docstring). `invalid_text`: where
     text values decoded with U+FFFD are reported (None: not reported; the value decodes the same).
+    `state`: the run's `CodecState` (Simple's schema cache, checksum counts); None: a fresh one per
+    message, so a Simple DML decodes only after its BOOTSTRAP / DDL in the same run.
     """
 
     timezone: dt.tzinfo = dt.UTC
     legacy: LegacyMode = "auto"
     zero_dates: ZeroDates = "error"
     invalid_text: InvalidText | None = field(default=None, compare=False, repr=False)
+    state: CodecState | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.legacy not in get_args(LegacyMode):
