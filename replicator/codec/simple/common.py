@@ -46,6 +46,8 @@ def simple_type_name(code: int, flags: int) -> str:
     if base is None:
         raise ValueError(f"type code {code} has no Simple mysqlType")
     if flags & Flag.BINARY and code in TEXTUAL_CODES:
+        if code == TypeCode.VAR_STRING:  # not a TiDB column type: the nearest binary one (VARBINARY)
+            return "varbinary"
         return base.replace("text", "blob").replace("char", "binary")
     return base
 

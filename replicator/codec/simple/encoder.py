@@ -76,8 +76,9 @@ def table_schema(schema: str, table: str, columns: Sequence[Column]) -> dict[str
         indexes.append({"name": "primary", "unique": True, "primary": True, "nullable": False, "columns": primary})
     elif handle:
         indexes.append({"name": "handle", "unique": True, "primary": False, "nullable": False, "columns": handle})
+    keyed = primary or handle
     for c in columns:  # the other key flags, one single-column index each (nullable: never the handle)
-        if c.name in primary or c.name in handle:
+        if c.name in keyed:
             continue
         if c.flags & (Flag.UNIQUE_KEY | Flag.MULTIPLE_KEY):
             unique = bool(c.flags & Flag.UNIQUE_KEY)
