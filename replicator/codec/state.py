@@ -19,6 +19,9 @@ class CodecState:
 
     schemas: dict[tuple[str, str, int], Any] = field(default_factory=dict)
     """Simple: (database, table, schema version) -> the table's schema (`simple.common.TableSchema`)."""
+    schema_objects: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
+    """The same schemas as their wire `tableSchema` objects: what the engine keeps in state.json, so
+    a restart from a mid-topic offset decodes rows whose BOOTSTRAP came before that offset."""
     checksums_verified: int = 0
     """Row images whose CRC32 was computed and matched the one sent with them."""
     checksum_mismatches: int = 0

@@ -275,6 +275,10 @@ class Engine:
             state = self.warehouse.load_state()
             self._check_source(state)
             self.applier.state = state
+            if state.codec_schemas:  # Simple: the schemas earlier runs read (a restart's BOOTSTRAPs may lie behind it)
+                from replicator.codec.simple import restore_schemas
+
+                restore_schemas(self.summary.codec_state, state.codec_schemas)
             state.progress = state.progress.starting_at(opts.start)
             loop = self._batch_loop(state) if opts.reader == "spark" else self._control_loop(state)
             self._loop = loop
@@ -500,6 +504,8 @@ class WarehouseApplier:
     def save_progress(self, progress: Progress, record: dict[str, Any] | None) -> None:
         state = self.state
         state.progress = progress
+        if self.summary.codec_state.schema_objects:
+            state.codec_schemas = list(self.summary.codec_state.schema_objects.values())
         if record is not None:
             state.steps = record["step"]
             self.warehouse.append_window(record)

@@ -378,3 +378,23 @@ def test_cli_simulates_and_decodes_simple(tmp_path: Path, capsys: pytest.Capture
                  "--value", str(tmp_path / "row.json")]) == 0
     [line] = capsys.readouterr().out.splitlines()
     assert json.loads(line)["kind"] == "row"
+
+
+# ---------------------------------------------------------------------------------------------
+# Restart: the schemas read so far are kept in state.json and restored, so a run starting after
+# its table's BOOTSTRAP decodes the rows
+
+
+def test_schemas_kept_in_state_json_let_a_restart_decode_rows_whose_bootstrap_lies_behind_it() -> None:
+    from replicator.delta.warehouse import State
+
+    opts, state = decoder()
+    simple.decode(None, BOOT, options=opts)
+    saved = State(codec_schemas=list(state.schema_objects.values()))
+    text = saved.model_dump_json()
+    assert json.loads(text)["codec_schemas"] == [user_schema()]
+    assert "codec_schemas" not in json.loads(State().model_dump_json())  # other protocols: the same shape as before
+    loaded = State.model_validate_json(text)
+    restarted = CodecState()
+    simple.restore_schemas(restarted, loaded.codec_schemas)
+    assert simple.decode(None, INSERT, options=DecodeOptions(state=restarted))[0].columns == user(90.5)

@@ -24,7 +24,7 @@ Not supported: the Avro encoding; handle-key-only and claim-check rows decode wi
 
 from __future__ import annotations
 
-from replicator.codec.simple.decoder import SchemaNotArrivedError, decode
+from replicator.codec.simple.decoder import SchemaNotArrivedError, decode, restore_schemas
 from replicator.codec.simple.encoder import (
     encode_bootstrap,
     encode_ddl,
@@ -35,4 +35,4 @@ from replicator.codec.simple.encoder import (
 )
 
 __all__ = ["SchemaNotArrivedError", "decode", "encode_bootstrap", "encode_ddl", "encode_resolved", "encode_row",
-           "encode_rows", "table_schema"]
+           "encode_rows", "restore_schemas", "table_schema"]

@@ -37,7 +37,7 @@ from replicator.ddl_classify import classify_ddl
 from replicator.errors import DecodeError
 from replicator.events import Column, DdlEvent, Event, Op, Position, Resolved, RowChange, TypeCode, Value
 
-__all__ = ["SchemaNotArrivedError", "decode"]
+__all__ = ["SchemaNotArrivedError", "decode", "restore_schemas"]
 
 _INTERNAL_ERRORS: Final = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError,
                            OverflowError, struct.error, zoneinfo.ZoneInfoNotFoundError)
@@ -108,7 +108,7 @@ def _decode(obj: dict[str, Any], opts: DecodeOptions, state: CodecState, positio
         return [Resolved(_uint64(obj, "commitTs", True), position=position)]
     if kind == BOOTSTRAP:
         schema = parse_table_schema(obj.get("tableSchema"), "field 'tableSchema'")
-        state.schemas[(schema.schema, schema.table, schema.version)] = schema
+        _remember(state, schema, obj["tableSchema"])
         return []
     if kind in DDL_TYPES:
         return [_ddl(obj, state, position)]
@@ -123,20 +123,20 @@ def _ddl(obj: dict[str, Any], state: CodecState, position: Position | None) -> D
     if type(query) is not str:
         raise DecodeError(f"DDL 'sql' is {_kind(query)}, not a string", where="field 'sql'")
     commit_ts = _uint64(obj, "commitTs", True)
-    schemas: list[TableSchema] = []
+    schemas: list[tuple[TableSchema, dict[str, Any]]] = []
     for field in ("tableSchema", "preTableSchema"):
         if obj.get(field) is not None:
-            schemas.append(parse_table_schema(obj[field], f"field '{field}'"))
+            schemas.append((parse_table_schema(obj[field], f"field '{field}'"), obj[field]))
     try:
         code = classify_ddl(query)
     except DecodeError as exc:
         raise DecodeError(exc.what, where="field 'sql'") from None
-    for schema in schemas:
+    for schema, wire in schemas:
         if schema.columns:  # a schema-level DDL's may name the database only
-            state.schemas[(schema.schema, schema.table, schema.version)] = schema
+            _remember(state, schema, wire)
     # The table the DDL is about: its schema after the DDL (a RENAME's new name), else before it,
     # else the message's own database / table.
-    named = schemas[0] if schemas else None
+    named = schemas[0][0] if schemas else None
     return DdlEvent(
         commit_ts=commit_ts,
         schema=named.schema if named else _str(obj, "database"),
@@ -145,6 +145,18 @@ def _ddl(obj: dict[str, Any], state: CodecState, position: Position | None) -> D
         query=query,
         position=position,
     )
+
+
+def _remember(state: CodecState, schema: TableSchema, wire: dict[str, Any]) -> None:
+    key = (schema.schema, schema.table, schema.version)
+    state.schemas[key] = schema
+    state.schema_objects[key] = wire
+
+
+def restore_schemas(state: CodecState, objects: list[dict[str, Any]]) -> None:
+    """Fill a run's schema cache from the `tableSchema` objects an earlier run kept (state.json)."""
+    for wire in objects:
+        _remember(state, parse_table_schema(wire, "a table schema kept in state.json"), wire)
 
 
 def _dml(obj: dict[str, Any], op: Op, opts: DecodeOptions, state: CodecState, position: Position | None) -> RowChange:
