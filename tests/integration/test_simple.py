@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 def test_one_upstream_as_open_and_simple_gives_identical_delta_tables(kafka_bootstrap: str, spark: Any,
                                                                       tmp_path: Path) -> None:
-    config = {"seed": 11, "events": 300, "partitions": 2, "tables": 2, "ddl": "auto"}
+    config = {"seed": 11, "events": 150, "partitions": 2, "tables": 2, "ddl": "auto"}  # small: ~40 s a protocol
     tables = {}
     for protocol in ("open", "simple"):
         sim = Simulation(SimConfig(protocol=protocol, **config))  # type: ignore[arg-type]
