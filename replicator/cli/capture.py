@@ -18,7 +18,7 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR|URL",
                    help="archive directory, or object-store prefix such as s3a://bucket/prefix (files staged "
                         "locally, each put as one object once complete)")
-    p.add_argument("--protocol", choices=["open", "craft", "canal-json"],
+    p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple"],
                    help="recorded in each archived record (default: detected from the first record's key)")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-earliest", action="store_true", help="from the earliest retained offsets")

@@ -23,7 +23,8 @@ def add_connection(p: argparse.ArgumentParser) -> None:
     d = defaults(ReplicatorSettings)
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
     p.add_argument("--topic", help="the TiCDC topic")
-    p.add_argument("--protocol", choices=["open", "craft", "canal-json"], help="TiCDC wire format of the topic")
+    p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple"],
+                   help="TiCDC wire format of the topic")
     add_storage(p)
     p.add_argument("--group-id", help="Kafka consumer group for offset commits (default: replicator-<topic>)")
     p.add_argument("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")

@@ -167,7 +167,7 @@ class ReplicatorSettings(BaseSettings):
     # where
     bootstrap_servers: str | None = None
     topic: str | None = None
-    protocol: Literal["open", "craft", "canal-json"] | None = None
+    protocol: Literal["open", "craft", "canal-json", "simple"] | None = None
     warehouse: str | None = None  # a directory or an object-store URL (s3a://bucket/prefix)
     group_id: str | None = None  # None: replicator-<topic> (capture: replicator-capture-<topic>)
     # Kafka security (passwords: environment or config file only)
@@ -446,12 +446,13 @@ def _config_error(exc: ValidationError, given: Mapping[str, Any], config: str | 
 class DecodeCommand:
     """`replicator decode`: one captured message (files, '-' = stdin)."""
 
-    protocol: Literal["open", "craft", "canal-json"]
+    protocol: Literal["open", "craft", "canal-json", "simple"]
     value: str
     key: str | None = None
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     compression: Literal["none", "lz4", "snappy"] = "none"
+    schema: tuple[str, ...] = ()  # Simple: BOOTSTRAP / DDL message files read first, for their schemas
 
 
 @dataclass(frozen=True)
@@ -503,7 +504,7 @@ class ArchiveInspectCommand:
 class SimulateCommand:
     """`replicator simulate`: Kafka (topic + bootstrap servers) or an archive directory."""
 
-    protocol: Literal["open", "craft", "canal-json"]
+    protocol: Literal["open", "craft", "canal-json", "simple"]
     topic: str | None = None
     bootstrap_servers: str | None = None
     out: str | None = None

@@ -16,7 +16,7 @@ log = logging.getLogger("replicator.cli.simulate")
 def register(sub: Any) -> None:
     d = defaults(SimulateCommand)
     p = sub.add_parser("simulate", help="generate a realistic TiCDC stream plus its expected final tables")
-    p.add_argument("--protocol", choices=["open", "craft", "canal-json"], required=True)
+    p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple"], required=True)
     p.add_argument("--topic", help="produce into this topic (with --bootstrap-servers)")
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
     p.add_argument("--out", metavar="DIR", help="write an archive directory instead of producing")

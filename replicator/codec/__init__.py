@@ -1,13 +1,14 @@
 """Wire formats behind one interface.
 
-One package per format (`open_protocol`, `craft`, `canal_json`), each split into `decoder` and
+One package per format (`open_protocol`, `craft`, `canal_json`, `simple`), each split into `decoder` and
 `encoder`; `values` holds the value typing they share, so the same upstream value decodes to the same
 Python value in all; `limits` the batching defaults the encoders share.
 Every caller (engine, capture, simulator, benchmarks, tests) goes through `codec_for(name)`, so no
 caller knows which format it speaks: a message is a Kafka (key, value) pair, and a Craft or
 canal-json key is `None` (the format carries everything in the value). What differs between formats
 beyond the bytes is said by attributes: `broadcasts_ddl` (False for canal-json: TiCDC sends its DDL to
-partition 0 only).
+partition 0 only). Simple is stateful: its rows are typed by schemas from earlier BOOTSTRAP / DDL
+messages, kept in the run's `DecodeOptions.state`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
-from replicator.codec import canal_json, craft, open_protocol
+from replicator.codec import canal_json, craft, open_protocol, simple
 from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ConfigError
@@ -209,7 +210,42 @@ class _CanalJson(_Codec):
         return None, canal_json.encode_resolved(event)
 
 
-CODECS: Final[dict[str, Codec]] = {"open": _OpenProtocol(), "craft": _Craft(), "canal-json": _CanalJson()}
+class _Simple(_Codec):
+    """Simple (JSON encoding): one event per message, no key, DDL broadcast, a BOOTSTRAP before each
+    table's rows. Decoding rows needs `options.state` shared across the run's messages."""
+
+    name = "simple"
+
+    def decode(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        options: DecodeOptions | None = None,
+        position: Position | None = None,
+    ) -> list[Event]:
+        return simple.decode(key, value, options=options, position=position)
+
+    def encode_rows(
+        self,
+        rows: Sequence[RowChange],
+        *,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        timezone: dt.tzinfo = dt.UTC,
+    ) -> list[Message]:
+        values = simple.encode_rows(rows, max_message_bytes=max_message_bytes, timezone=timezone)
+        return [(None, v) for v in values]
+
+    def encode_event(self, event: DdlEvent | Resolved) -> Message:
+        if isinstance(event, DdlEvent):
+            return None, simple.encode_ddl(event)
+        return None, simple.encode_resolved(event)
+
+
+CODECS: Final[dict[str, Codec]] = {
+    "open": _OpenProtocol(), "craft": _Craft(), "canal-json": _CanalJson(), "simple": _Simple(),
+}
 """The registry: protocol name (as in `--protocol`) -> codec."""
 
 PROTOCOLS: Final = tuple(CODECS)

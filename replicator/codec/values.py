@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Literal, get_args
 
+from replicator.codec.state import CodecState
 from replicator.errors import ConfigError, DecodeError
 from replicator.events import Position
 
@@ -90,6 +91,8 @@ class DecodeOptions:
     `zero_dates`: what a zero DATE/DATETIME becomes (see module docstring). `invalid_text`: where
     text values decoded with U+FFFD are reported (None: not reported; the value decodes the same).
     `compression`: how TiCDC compressed message values (`large-message-handle-compression`).
+    `state`: the run's `CodecState` (Simple's schema cache, checksum counts); None: a fresh one per
+    message, so a Simple DML decodes only after its BOOTSTRAP / DDL in the same run.
     """
 
     timezone: dt.tzinfo = dt.UTC
@@ -98,6 +101,7 @@ class DecodeOptions:
     invalid_text: InvalidText | None = field(default=None, compare=False, repr=False)
     # TiCDC's large-message-handle-compression: every row / DDL value is compressed (codec/large.py)
     compression: str = "none"
+    state: CodecState | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.compression not in ("none", "lz4", "snappy"):

@@ -112,6 +112,9 @@ class State(BaseModel):
     # Upper bound of the last step with DDLs that started; above applied_ts after a crash inside
     # it, when a table's Delta schema may be ahead of this catalog (engine/pipeline.py).
     inflight_hi: int = 0
+    # Simple: the table schemas (wire `tableSchema` objects) read so far, so that a restart decodes
+    # rows whose BOOTSTRAP / DDL message lies before its starting offsets.
+    codec_schemas: list[dict[str, Any]] = Field(default_factory=list)
     updated_at: str | None = None
 
     @model_validator(mode="before")
@@ -130,6 +133,8 @@ class State(BaseModel):
         out: dict[str, Any] = handler(self)
         if not out.get("inflight_hi"):
             out.pop("inflight_hi", None)  # written only while it matters: older states keep their shape
+        if not out.get("codec_schemas"):
+            out.pop("codec_schemas", None)  # Simple only
         flat = self.progress.to_wire()
         ordered: dict[str, Any] = {}
         for k, v in out.items():

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from replicator.codec import codec_for
+from replicator.codec.state import CodecState
 from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from replicator.sources.spark_reader import SparkBatch
 
 log = logging.getLogger("replicator")
-Protocol = Literal["open", "craft", "canal-json"]
+Protocol = Literal["open", "craft", "canal-json", "simple"]
 Reader = Literal["driver", "spark"]
 
 
@@ -118,6 +119,8 @@ class RunSummary:
     tables: dict[str, TableCounts] = field(default_factory=dict)
     error: str | None = None
     invalid_text: InvalidText = field(default_factory=InvalidText)  # text decoded with U+FFFD
+    # Simple's schema cache; row checksums verified / mismatched (dead-lettered as ChecksumError)
+    codec_state: CodecState = field(default_factory=CodecState)
     # the warehouse's own costs: state.json + step log writes, the writer lease's renewals
     state_write_s: float = 0.0
     lease_renewals: int = 0
@@ -131,6 +134,14 @@ class RunSummary:
     def invalid_utf8(self) -> int:
         """Text values that were not UTF-8 and were replicated with U+FFFD (see codec.values)."""
         return self.invalid_text.total
+
+    @property
+    def checksums_verified(self) -> int:
+        return self.codec_state.checksums_verified
+
+    @property
+    def checksum_mismatches(self) -> int:
+        return self.codec_state.checksum_mismatches
 
     @property
     def lag_s(self) -> float | None:
@@ -158,6 +169,8 @@ class RunSummary:
                            "deleted": v.deleted} for k, v in sorted(self.tables.items())},
             "error": self.error,
             "invalid_utf8": self.invalid_utf8,
+            "checksums_verified": self.checksums_verified,
+            "checksum_mismatches": self.checksum_mismatches,
             "state_write_s": round(self.state_write_s, 3),
             "lease_renewals": self.lease_renewals,
             "lease_renew_s": round(self.lease_renew_s, 3),
@@ -176,6 +189,8 @@ class RunSummary:
             f"lag               {self.lag_s:.1f}s" if self.lag_s is not None else "lag               n/a",
             f"elapsed           {self.elapsed_s:.1f}s ({self.rows / max(self.elapsed_s, 1e-9):.0f} rows/s)",
         ]
+        if self.checksums_verified or self.checksum_mismatches:
+            lines.append(f"row checksums     {self.checksums_verified} verified, {self.checksum_mismatches} mismatched")
         if self.invalid_utf8:
             lines.append(f"invalid UTF-8     {self.invalid_utf8} text values replicated with U+FFFD")
         for name, c in sorted(self.tables.items()):
@@ -201,16 +216,22 @@ class Engine:
         self.options = options
         self.warehouse = Warehouse(options.warehouse, lease_seconds=options.lease_seconds)
         self._codec = codec_for(options.protocol)
-        self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText())
+        self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText(),
+                                  codec_state=options.decode.state or CodecState())
         self.metrics = Metrics(protocol=options.protocol, reader=options.reader, source=source.name,
                                max_tables=options.metrics_max_tables)
         # The decoders report text they decoded with U+FFFD to the summary's counter.
-        self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text)
+        # Simple's schema cache (restored from state.json at start) and the checksum counts of the run.
+        self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text,
+                                                   state=self.summary.codec_state)
         self._claim_checks = ClaimChecks(options.claim_check_storage, self._codec, self._decode_options)
         self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark, self.metrics)
         self._observed = 0.0  # when the loop's gauges were last updated (`_observe`)
         tables = options.table_filter
         self._filter = EventFilter(tables, self.summary.filtered) if tables.active else None
+        if options.protocol == "simple" and options.reader == "spark":
+            raise ConfigError("--protocol simple works with --reader driver only (its rows are typed by schemas from "
+                              "earlier BOOTSTRAP messages, which the Spark reader's executors do not share)")
         if self._filter is not None and options.reader == "spark":
             raise ConfigError("--include / --exclude work with --reader driver only, for now (the Spark reader "
                               "decodes on the executors); drop the filter or use --reader driver")
@@ -259,6 +280,10 @@ class Engine:
             state = self.warehouse.load_state()
             self._check_source(state)
             self.applier.state = state
+            if state.codec_schemas:  # Simple: the schemas earlier runs read (a restart's BOOTSTRAPs may lie behind it)
+                from replicator.codec.simple import restore_schemas
+
+                restore_schemas(self.summary.codec_state, state.codec_schemas)
             state.progress = state.progress.starting_at(opts.start)
             loop = self._batch_loop(state) if opts.reader == "spark" else self._control_loop(state)
             self._loop = loop
@@ -488,6 +513,8 @@ class WarehouseApplier:
     def save_progress(self, progress: Progress, record: dict[str, Any] | None) -> None:
         state = self.state
         state.progress = progress
+        if self.summary.codec_state.schema_objects:
+            state.codec_schemas = list(self.summary.codec_state.schema_objects.values())
         if record is not None:
             state.steps = record["step"]
             self.warehouse.append_window(record)

@@ -42,7 +42,7 @@ TAGS: dict[int, tuple[str, type[Message]]] = {
     RECORD_TAG: ("Record", archive_pb2.Record),
 }
 FORMAT_VERSION = 1
-PROTOCOLS = ("open", "craft", "canal-json")
+PROTOCOLS = ("open", "craft", "canal-json", "simple")
 DEFAULT_ROTATE_BYTES = 256 << 20
 FILE_PREFIX = "archive-"
 FILE_SUFFIX = ".rcf"

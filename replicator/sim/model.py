@@ -27,7 +27,7 @@ DEFAULT_START: Final = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
 class SimConfig:
     """What to simulate. ``events`` counts original row changes (replays come on top)."""
 
-    protocol: Literal["open", "craft", "canal-json"] = "open"
+    protocol: Literal["open", "craft", "canal-json", "simple"] = "open"
     seed: int = 1
     events: int = 5000
     partitions: int = 3

@@ -339,6 +339,6 @@ def capture(options: CaptureOptions) -> CaptureSummary:
     """Run one capture session (see module docstring)."""
     if options.rotate_bytes <= 0:
         raise ConfigError("--rotate-bytes must be positive")
-    if options.protocol not in (None, "open", "craft", "canal-json"):
-        raise ConfigError(f"--protocol must be open, craft or canal-json, not {options.protocol!r}")
+    if options.protocol not in (None, "open", "craft", "canal-json", "simple"):
+        raise ConfigError(f"--protocol must be open, craft, canal-json or simple, not {options.protocol!r}")
     return Capture(options).run()
