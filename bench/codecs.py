@@ -14,6 +14,8 @@ from typing import Any
 
 from bench.common import BenchConfig, best_of, log, time_ns
 from replicator.codec import PROTOCOLS, Message, codec_for
+from replicator.codec.state import CodecState
+from replicator.codec.values import DecodeOptions
 from replicator.events import Column, Event, Op, RowChange, TypeCode
 
 GO_ENCODE_NS = 4809  # the seed's Go benchmark, case 0 (ns/op)
@@ -68,10 +70,12 @@ def _encode_partitions(protocol: str, per_partition: Sequence[Sequence[Event]]) 
 
 
 def _decode_all(protocol: str, messages: Sequence[Message]) -> int:
+    """Decode a stream as a run does: one `CodecState` for it all (Simple's schemas from its BOOTSTRAPs)."""
     codec = codec_for(protocol)
+    opts = DecodeOptions(state=CodecState())
     n = 0
     for key, value in messages:
-        n += len(codec.decode(key, value))
+        n += len(codec.decode(key, value, options=opts))
     return n
 
 

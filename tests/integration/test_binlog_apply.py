@@ -239,7 +239,8 @@ def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Refe
     assert {r["source"] for r in listed} == {"binlog"} and all(r["applied_ts"] is None for r in listed)
     whatever = next(r for r in listed if r["table"] == "whatever")
     assert whatever["key"] == ["nick"] and (Path(whatever["path"]) / "_delta_log").is_dir()
-    assert set(whatever) == {"schema", "table", "path", "key", "applied_ts", "source", "reader_features", "rows"}
+    assert set(whatever) == {"schema", "table", "path", "key", "applied_ts", "source", "reader_features", "rows",
+                             "readers", "reader_changes"}
     assert whatever["reader_features"] == ["columnMapping", "deletionVectors"]
     assert "commit #6" in cli("tables", "--warehouse", str(reference.wh))
 
