@@ -191,9 +191,13 @@ class Simulation:
                 yield from self._create(table)
         restart_at = cfg.events // 2 if cfg.events >= 100 else -1
         while self.stats.row_changes < cfg.events:
-            while plan and plan[0][0] <= self.stats.row_changes:
+            # With no live table (the only one dropped) no transaction can move the stream on: the
+            # plan's next DDL (its re-creation) comes now instead of waiting for rows that never come.
+            while plan and (plan[0][0] <= self.stats.row_changes or not any(t.live for t in self._tables)):
                 _, kind, idx = plan.popleft()
                 yield from self._apply_ddl(kind, self._tables[idx])
+            if not any(t.live for t in self._tables):
+                break  # nothing left to write to
             yield from self._transaction()
             for p in range(cfg.partitions):
                 if rnd.random() * cfg.resolved_every < 1:
