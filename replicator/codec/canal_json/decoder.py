@@ -27,7 +27,7 @@ from replicator.codec.canal_json.common import (
     UINT_CODES,
     WATERMARK_TYPE,
 )
-from replicator.codec.open_protocol.jsontext import _kind, _load
+from replicator.codec.jsontext import json_kind, load_object, str_field, uint64_field
 from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
 from replicator.ddl_classify import CANAL_EVENT_TYPES, classify_ddl, is_alter_table
 from replicator.errors import DecodeError
@@ -69,7 +69,7 @@ def decode(
         if not data:
             raise DecodeError("canal-json message value is empty, not a JSON object", offset=0, where="value")
         try:
-            return _decode(_load(data, 0, len(data), "value"), options or DEFAULT_DECODE_OPTIONS, position)
+            return _decode(load_object(data, 0, len(data), "value"), options or DEFAULT_DECODE_OPTIONS, position)
         except _INTERNAL_ERRORS as exc:
             raise DecodeError(f"malformed canal-json message ({type(exc).__name__}: {exc})", where="value") from None
     except DecodeError as exc:
@@ -78,23 +78,8 @@ def decode(
         raise
 
 
-def _str_field(obj: dict[str, Any], field: str) -> str:
-    value = obj.get(field)
-    if value is None:
-        return ""
-    if type(value) is not str:
-        raise DecodeError(f"'{field}' is {_kind(value)}, not a string", where=f"field '{field}'")
-    return value
-
-
-def _uint64(ext: dict[str, Any], field: str, required: bool) -> int:
-    value = ext.get(field)
-    if value is None and not required:
-        return 0  # Go's omitempty leaves a zero out
-    if type(value) is not int or not 0 <= value < UINT64_LIMIT:
-        shown = value if type(value) is int else _kind(value)
-        raise DecodeError(f"'_tidb.{field}' is {shown}, not a uint64 TSO", where=f"field '_tidb.{field}'")
-    return value
+def _tso(ext: dict[str, Any], field: str, required: bool) -> int:
+    return uint64_field(ext, field, required=required, path=f"_tidb.{field}", what="a uint64 TSO")
 
 
 def _decode(obj: dict[str, Any], opts: DecodeOptions, position: Position | None) -> list[Event]:
@@ -102,17 +87,17 @@ def _decode(obj: dict[str, Any], opts: DecodeOptions, position: Position | None)
     if is_ddl is None:
         is_ddl = False
     if type(is_ddl) is not bool:
-        raise DecodeError(f"'isDdl' is {_kind(is_ddl)}, not a boolean", where="field 'isDdl'")
-    kind = _str_field(obj, "type")
+        raise DecodeError(f"'isDdl' is {json_kind(is_ddl)}, not a boolean", where="field 'isDdl'")
+    kind = str_field(obj, "type")
     ext = obj.get("_tidb")
     if ext is None:
         raise DecodeError(NO_EXTENSION, where="field '_tidb'")
     if type(ext) is not dict:
-        raise DecodeError(f"'_tidb' is {_kind(ext)}, not an object", where="field '_tidb'")
+        raise DecodeError(f"'_tidb' is {json_kind(ext)}, not an object", where="field '_tidb'")
     if is_ddl:
         return [_ddl(obj, kind, ext, position)]
     if kind == WATERMARK_TYPE:
-        return [Resolved(_uint64(ext, "watermarkTs", False), position=position)]
+        return [Resolved(_tso(ext, "watermarkTs", False), position=position)]
     if kind not in ROW_TYPES:
         raise DecodeError(
             f"event type {_short(kind)} is not INSERT, UPDATE, DELETE or {WATERMARK_TYPE} (and 'isDdl' is false)",
@@ -124,7 +109,7 @@ def _decode(obj: dict[str, Any], opts: DecodeOptions, position: Position | None)
 def _ddl(obj: dict[str, Any], kind: str, ext: dict[str, Any], position: Position | None) -> DdlEvent:
     query = obj.get("sql")
     if type(query) is not str:
-        raise DecodeError(f"DDL 'sql' is {_kind(query)}, not a string", where="field 'sql'")
+        raise DecodeError(f"DDL 'sql' is {json_kind(query)}, not a string", where="field 'sql'")
     try:
         code = classify_ddl(query)
     except DecodeError as exc:
@@ -138,9 +123,9 @@ def _ddl(obj: dict[str, Any], kind: str, ext: dict[str, Any], position: Position
             where="field 'type'",
         )
     return DdlEvent(
-        commit_ts=_uint64(ext, "commitTs", True),  # a DDL without one would read as ts 0: already applied
-        schema=_str_field(obj, "database"),
-        table=_str_field(obj, "table"),
+        commit_ts=_tso(ext, "commitTs", True),  # a DDL without one would read as ts 0: already applied
+        schema=str_field(obj, "database"),
+        table=str_field(obj, "table"),
         ddl_type=code,
         query=query,
         position=position,
@@ -152,36 +137,36 @@ def _images(obj: dict[str, Any], field: str, required: bool) -> list[dict[str, A
     if images is None and not required:
         return None
     if type(images) is not list or not images:
-        raise DecodeError(f"'{field}' is {_kind(images)}, not a non-empty array of rows", where=f"field '{field}'")
+        raise DecodeError(f"'{field}' is {json_kind(images)}, not a non-empty array of rows", where=f"field '{field}'")
     for i, image in enumerate(images):
         if type(image) is not dict:
-            raise DecodeError(f"row {i} is {_kind(image)}, not an object", where=f"field '{field}'")
+            raise DecodeError(f"row {i} is {json_kind(image)}, not an object", where=f"field '{field}'")
     return images
 
 
 def _rows(
     obj: dict[str, Any], op: Op, ext: dict[str, Any], opts: DecodeOptions, position: Position | None
 ) -> list[Event]:
-    commit_ts = _uint64(ext, "commitTs", True)
+    commit_ts = _tso(ext, "commitTs", True)
     only_handle_key = ext.get("onlyHandleKey", False)
     if type(only_handle_key) is not bool:
-        raise DecodeError(f"'_tidb.onlyHandleKey' is {_kind(only_handle_key)}, not a boolean",
+        raise DecodeError(f"'_tidb.onlyHandleKey' is {json_kind(only_handle_key)}, not a boolean",
                           where="field '_tidb.onlyHandleKey'")
-    claim_check = _str_field(ext, "claimCheckLocation") or None
-    schema, table = _str_field(obj, "database"), _str_field(obj, "table")
+    claim_check = str_field(ext, "claimCheckLocation") or None
+    schema, table = str_field(obj, "database"), str_field(obj, "table")
     types = obj.get("mysqlType")
     if type(types) is not dict:
-        raise DecodeError(f"'mysqlType' is {_kind(types)}, not an object", where="field 'mysqlType'")
+        raise DecodeError(f"'mysqlType' is {json_kind(types)}, not an object", where="field 'mysqlType'")
     java = obj.get("sqlType")
     if java is None:
         java = {}
     if type(java) is not dict:
-        raise DecodeError(f"'sqlType' is {_kind(java)}, not an object", where="field 'sqlType'")
+        raise DecodeError(f"'sqlType' is {json_kind(java)}, not an object", where="field 'sqlType'")
     pk_names = obj.get("pkNames")
     if pk_names is None:
         pk_names = []
     if type(pk_names) is not list or any(type(n) is not str for n in pk_names):
-        raise DecodeError(f"'pkNames' is {_kind(pk_names)}, not an array of names", where="field 'pkNames'")
+        raise DecodeError(f"'pkNames' is {json_kind(pk_names)}, not an array of names", where="field 'pkNames'")
     shapes = _Shapes(types, java, frozenset(pk_names))
     data = _images(obj, "data", True)
     assert data is not None
@@ -236,7 +221,7 @@ class _Shapes:
     def _shape(self, name: str) -> tuple[int, int]:
         text = self.types.get(name)
         if type(text) is not str:
-            raise DecodeError(f"'mysqlType' has {_kind(text)} for column {_short(name)}, not its type name",
+            raise DecodeError(f"'mysqlType' has {json_kind(text)} for column {_short(name)}, not its type name",
                               where="field 'mysqlType'")
         base, modifiers = _split_type(text.strip().lower())
         code = CODES.get(base)
@@ -252,7 +237,7 @@ class _Shapes:
             flags &= ~Flag.UNSIGNED
         java = self.java.get(name)
         if java is not None and (type(java) is not int or not -(1 << 31) <= java < 1 << 31):
-            raise DecodeError(f"'sqlType' of column {_short(name)} is {_kind(java)}, not a Java SQL type",
+            raise DecodeError(f"'sqlType' of column {_short(name)} is {json_kind(java)}, not a Java SQL type",
                               where="field 'sqlType'")
         if code in BINARY_CHARSET_CODES or base in BINARY_BASE_NAMES or (
             java in JAVA_BINARY_TYPES and (code in STRING_CODES or code in BLOB_CODES)
@@ -284,8 +269,8 @@ def _columns(image: dict[str, Any], shapes: _Shapes, opts: DecodeOptions, where:
                 out.append(Column(name, code, flags, None))
                 continue
             if type(raw) is not str:
-                raise DecodeError(f"value is {_kind(raw)}; canal-json values are strings or null")
-            out.append(Column(name, code, flags, _value(raw, code, flags, opts)))
+                raise DecodeError(f"value is {json_kind(raw)}; canal-json values are strings or null")
+            out.append(Column(name, code, flags, text_value(raw, code, flags, opts)))
         except DecodeError as exc:
             if exc.where is not None and exc.where.startswith("field 'mysqlType'"):
                 raise
@@ -293,7 +278,8 @@ def _columns(image: dict[str, Any], shapes: _Shapes, opts: DecodeOptions, where:
     return tuple(out)
 
 
-def _value(text: str, code: int, flags: int, opts: DecodeOptions) -> Value:
+def text_value(text: str, code: int, flags: int, opts: DecodeOptions) -> Value:
+    """A column value from the string form canal-json (and Simple, for most types) writes it in."""
     if code in INT_CODES:
         if not _INT_RE.match(text):
             raise DecodeError(f"value {_short(text)} is not an integer")

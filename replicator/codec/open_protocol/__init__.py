@@ -50,7 +50,8 @@ halfway cases take the even digit); binary CHAR/VARCHAR through `strconv.Quote`;
 has 13.0), so runes assigned between those versions may be escaped differently; decoding is exact
 either way.
 
-`decoder` and `encoder` are the two directions, `jsontext` reads an entry as Go would, `golang` holds
+`decoder` and `encoder` are the two directions (`replicator/codec/jsontext.py` reads an entry as Go
+would), `golang` holds
 Go's text formats (strconv quoting, encoding/json escaping and floats), `common` what both
 directions share.
 """

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from replicator.codec import values
+from replicator.codec.jsontext import FloatText, json_kind, load_object, str_field, uint64_field
 from replicator.codec.large import decompress
 from replicator.codec.open_protocol.common import (
     _BINARY,
@@ -34,7 +35,6 @@ from replicator.codec.open_protocol.common import (
 from replicator.codec.open_protocol.golang import (
     go_unquote,
 )
-from replicator.codec.open_protocol.jsontext import _FloatText, _kind, _load
 from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
 from replicator.errors import DecodeError
 from replicator.events import (
@@ -60,7 +60,7 @@ class _ReplacedText(str):
 
 
 def _bad(value: object, expected: str) -> DecodeError:
-    shown = _short(value) if isinstance(value, str) else _kind(value)
+    shown = _short(value) if isinstance(value, str) else json_kind(value)
     return DecodeError(f"value {shown} is not {expected}", where="field 'v'")
 
 
@@ -69,7 +69,7 @@ _Converter = Callable[[Any, int, bool, DecodeOptions], Value]
 
 
 def _conv_int(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
-    if type(v) is _FloatText and v == "-0":  # an integer zero, however written
+    if type(v) is FloatText and v == "-0":  # an integer zero, however written
         return 0
     if type(v) is int:
         if flags & _UNSIGNED:
@@ -85,7 +85,7 @@ def _conv_int(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
 
 
 def _conv_uint(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
-    if type(v) is _FloatText and v == "-0":
+    if type(v) is FloatText and v == "-0":
         return 0
     if type(v) is int:
         if 0 <= v < _UINT64_LIMIT:
@@ -97,7 +97,7 @@ def _conv_uint(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
 
 
 def _conv_float(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
-    if type(v) is _FloatText or type(v) is int:
+    if type(v) is FloatText or type(v) is int:
         try:
             result = float(v)
         except OverflowError:
@@ -138,7 +138,7 @@ def _conv_time(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
 
 def _conv_decimal(v: Any, flags: int, legacy: bool, opts: DecodeOptions) -> Value:
     # TiCDC writes a string; a JSON number is accepted too, exactly (its text is kept).
-    if type(v) is str or type(v) is _FloatText or type(v) is int:
+    if type(v) is str or type(v) is FloatText or type(v) is int:
         return values.parse_sql_decimal(str(v))
     raise _bad(v, "a DECIMAL string")
 
@@ -219,18 +219,19 @@ _KNOWN_CODES: Final = frozenset(int(c) for c in TypeCode)
 
 def _column(name: str, col: Any, legacy: bool, opts: DecodeOptions, replaced: list[str]) -> Column:
     if type(col) is not dict:
-        raise DecodeError(f"column is {_kind(col)}, not an object")
+        raise DecodeError(f"column is {json_kind(col)}, not an object")
     t = col.get("t")
     if type(t) is not int or not 0 <= t <= 255:
-        raise DecodeError(f"type code {_kind(t) if type(t) is not int else t} is not 0..255", where="field 't'")
+        raise DecodeError(f"type code {json_kind(t) if type(t) is not int else t} is not 0..255", where="field 't'")
     flags = col.get("f", 0)
     if type(flags) is not int or not 0 <= flags < _UINT64_LIMIT:
-        raise DecodeError(f"flags {_kind(flags) if type(flags) is not int else flags} not a uint64", where="field 'f'")
+        shown = json_kind(flags) if type(flags) is not int else flags
+        raise DecodeError(f"flags {shown} not a uint64", where="field 'f'")
     handle = col.get("h")
     if handle is True:
         flags |= _HANDLE_KEY
     elif handle is not None and handle is not False:
-        raise DecodeError(f"'h' is {_kind(handle)}, not a boolean", where="field 'h'")
+        raise DecodeError(f"'h' is {json_kind(handle)}, not a boolean", where="field 'h'")
     v = col.get("v")
     if v is None:
         return Column(name, t, flags, None)
@@ -311,7 +312,7 @@ def _image(obj: dict[str, Any], field: str) -> dict[str, Any] | None:
     if image is None:
         return None
     if type(image) is not dict:
-        raise DecodeError(f"'{field}' is {_kind(image)}, not an object", where=f"field '{field}'")
+        raise DecodeError(f"'{field}' is {json_kind(image)}, not an object", where=f"field '{field}'")
     return image or None
 
 
@@ -363,44 +364,33 @@ def _row_change(key: dict[str, Any], op: Op, new: tuple[Column, ...], old: tuple
     )
 
 
-def _opt_str(obj: dict[str, Any], field: str) -> str:
-    value = obj.get(field)
-    if value is None:
-        return ""
-    if type(value) is not str:
-        raise DecodeError(f"'{field}' is {_kind(value)}, not a string", where=f"field '{field}'")
-    return value
-
-
 def _opt_int64(obj: dict[str, Any], field: str) -> int | None:
     value = obj.get(field)
     if value is None:
         return None
     if type(value) is not int or not _INT64_MIN <= value < _INT64_LIMIT:
-        raise DecodeError(f"'{field}' is {_kind(value)}, not an int64", where=f"field '{field}'")
+        raise DecodeError(f"'{field}' is {json_kind(value)}, not an int64", where=f"field '{field}'")
     return value
 
 
 def _parse_key(obj: dict[str, Any]) -> dict[str, Any]:
     """Validate a key object; returns it normalised (every field present, typed)."""
-    ts = obj.get("ts")
-    if type(ts) is not int or not 0 <= ts < _UINT64_LIMIT:
-        raise DecodeError(f"'ts' is {_kind(ts) if type(ts) is not int else ts}, not a uint64", where="field 'ts'")
+    ts = uint64_field(obj, "ts", required=True)
     kind = obj.get("t")
     if kind not in (_ROW, _DDL, _RESOLVED) or type(kind) is not int:
-        shown = kind if type(kind) is int else _kind(kind)
+        shown = kind if type(kind) is int else json_kind(kind)
         raise DecodeError(f"event type {shown} is not 1 (row), 2 (DDL) or 3 (resolved)", where="field 't'")
     ohk = obj.get("ohk", False)
     if ohk is None:
         ohk = False
     if type(ohk) is not bool:
-        raise DecodeError(f"'ohk' is {_kind(ohk)}, not a boolean", where="field 'ohk'")
-    ccl = _opt_str(obj, "ccl")
+        raise DecodeError(f"'ohk' is {json_kind(ohk)}, not a boolean", where="field 'ohk'")
+    ccl = str_field(obj, "ccl")
     return {
         "ts": ts,
         "t": kind,
-        "scm": _opt_str(obj, "scm"),
-        "tbl": _opt_str(obj, "tbl"),
+        "scm": str_field(obj, "scm"),
+        "tbl": str_field(obj, "tbl"),
         "rid": _opt_int64(obj, "rid"),
         "ptn": _opt_int64(obj, "ptn"),
         "ohk": ohk,
@@ -411,10 +401,10 @@ def _parse_key(obj: dict[str, Any]) -> dict[str, Any]:
 def _ddl(key: dict[str, Any], obj: dict[str, Any]) -> DdlEvent:
     query = obj.get("q")
     if type(query) is not str:
-        raise DecodeError(f"DDL query 'q' is {_kind(query)}, not a string", where="field 'q'")
+        raise DecodeError(f"DDL query 'q' is {json_kind(query)}, not a string", where="field 'q'")
     ddl_type = obj.get("t")
     if type(ddl_type) is not int or not 0 <= ddl_type <= 255:
-        shown = ddl_type if type(ddl_type) is int else _kind(ddl_type)
+        shown = ddl_type if type(ddl_type) is int else json_kind(ddl_type)
         raise DecodeError(f"DDL type {shown} is not a TiDB action type 0..255", where="field 't'")
     return DdlEvent(
         commit_ts=key["ts"],
@@ -462,12 +452,12 @@ def _value(value: bytes, start: int, end: int, where: str, opts: DecodeOptions) 
     """A row or DDL value entry's JSON; decompressed first when TiCDC compressed values (each entry
     on its own; a resolved event's empty entry is not compressed)."""
     if opts.compression == "none":
-        return _load(value, start, end, where)
+        return load_object(value, start, end, where)
     try:
         plain = decompress(opts.compression, value[start:end])
     except DecodeError as exc:
         raise DecodeError(exc.what, offset=start, where=where) from None
-    return _load(plain, 0, len(plain), where)
+    return load_object(plain, 0, len(plain), where)
 
 
 def _as_bytes(data: Buffer | None) -> bytes:
@@ -524,7 +514,7 @@ def _decode(
         vstart, vpos = _entry_bounds(value, vpos, "value", index)
         where, base = f"key entry {index}", kstart
         try:
-            k = _parse_key(_load(key, kstart, kpos, where))
+            k = _parse_key(load_object(key, kstart, kpos, where))
             k["pos"] = position
             kind = k["t"]
             where, base = f"value entry {index}", vstart

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from replicator.codec.canal_json.common import BINARY_CHARSET_CODES, CODES, TEXT_NAMES, TEXTUAL_CODES
 from replicator.codec.checksum import timestamp_utc_text
-from replicator.codec.open_protocol.jsontext import _kind
+from replicator.codec.jsontext import json_kind
 from replicator.errors import DecodeError
 from replicator.events import Flag, TypeCode
 
@@ -83,14 +83,14 @@ def _field(obj: dict[str, Any], name: str, kinds: tuple[type, ...], where: str, 
     if value is None and default is not None:
         return default
     if type(value) not in kinds:
-        raise DecodeError(f"'{name}' is {_kind(value)}", where=f"{where} field '{name}'")
+        raise DecodeError(f"'{name}' is {json_kind(value)}", where=f"{where} field '{name}'")
     return value
 
 
 def parse_table_schema(obj: Any, where: str) -> TableSchema:
     """A `tableSchema` / `preTableSchema` object -> `TableSchema`; a `DecodeError` naming what is wrong."""
     if type(obj) is not dict:
-        raise DecodeError(f"table schema is {_kind(obj)}, not an object", where=where)
+        raise DecodeError(f"table schema is {json_kind(obj)}, not an object", where=where)
     schema = _field(obj, "schema", (str,), where)
     table = _field(obj, "table", (str,), where)
     table_id = _field(obj, "tableID", (int,), where, 0)
@@ -105,7 +105,7 @@ def parse_table_schema(obj: Any, where: str) -> TableSchema:
     for i, idx in enumerate(raw_indexes):
         at = f"{where} index {i}"
         if type(idx) is not dict:
-            raise DecodeError(f"index is {_kind(idx)}, not an object", where=at)
+            raise DecodeError(f"index is {json_kind(idx)}, not an object", where=at)
         names = _field(idx, "columns", (list,), at, [])
         if not all(type(n) is str for n in names):
             raise DecodeError("index columns are not all strings", where=at)
@@ -125,7 +125,7 @@ def parse_table_schema(obj: Any, where: str) -> TableSchema:
     for i, col in enumerate(raw_columns):
         at = f"{where} column {i}"
         if type(col) is not dict:
-            raise DecodeError(f"column is {_kind(col)}, not an object", where=at)
+            raise DecodeError(f"column is {json_kind(col)}, not an object", where=at)
         name = _field(col, "name", (str,), at)
         if name in seen:
             raise DecodeError(f"column {short(name)} appears twice", where=at)

@@ -15,14 +15,13 @@ import zoneinfo
 from typing import Any, Final
 
 from replicator.codec import values
-from replicator.codec.canal_json.decoder import _value
+from replicator.codec.canal_json.decoder import text_value
 from replicator.codec.checksum import ChecksumError, row_checksum
-from replicator.codec.open_protocol.jsontext import _kind, _load
+from replicator.codec.jsontext import json_kind, load_object, str_field, uint64_field
 from replicator.codec.simple.common import (
     BOOTSTRAP,
     DDL_TYPES,
     DML_TYPES,
-    UINT64_LIMIT,
     VERSION,
     WATERMARK,
     TableSchema,
@@ -68,7 +67,7 @@ def decode(
         if not data:
             raise DecodeError("Simple message value is empty, not a JSON object", offset=0, where="value")
         try:
-            return _decode(_load(data, 0, len(data), "value"), opts, state, position)
+            return _decode(load_object(data, 0, len(data), "value"), opts, state, position)
         except DecodeError:
             raise
         except _INTERNAL_ERRORS as exc:
@@ -79,33 +78,14 @@ def decode(
         raise
 
 
-def _uint64(obj: dict[str, Any], field: str, required: bool) -> int:
-    value = obj.get(field)
-    if value is None and not required:
-        return 0  # Go's omitempty leaves a zero out
-    if type(value) is not int or not 0 <= value < UINT64_LIMIT:
-        shown = value if type(value) is int else _kind(value)
-        raise DecodeError(f"'{field}' is {shown}, not a uint64", where=f"field '{field}'")
-    return value
-
-
-def _str(obj: dict[str, Any], field: str) -> str:
-    value = obj.get(field)
-    if value is None:
-        return ""
-    if type(value) is not str:
-        raise DecodeError(f"'{field}' is {_kind(value)}, not a string", where=f"field '{field}'")
-    return value
-
-
 def _decode(obj: dict[str, Any], opts: DecodeOptions, state: CodecState, position: Position | None) -> list[Event]:
     version = obj.get("version")
     if version != VERSION or type(version) is not int:
         raise DecodeError(f"Simple message version is {version!r}; this decoder reads version {VERSION}",
                           where="field 'version'")
-    kind = _str(obj, "type")
+    kind = str_field(obj, "type")
     if kind == WATERMARK:
-        return [Resolved(_uint64(obj, "commitTs", True), position=position)]
+        return [Resolved(uint64_field(obj, "commitTs", required=True), position=position)]
     if kind == BOOTSTRAP:
         schema = parse_table_schema(obj.get("tableSchema"), "field 'tableSchema'")
         _remember(state, schema, obj["tableSchema"])
@@ -121,8 +101,8 @@ def _decode(obj: dict[str, Any], opts: DecodeOptions, state: CodecState, positio
 def _ddl(obj: dict[str, Any], state: CodecState, position: Position | None) -> DdlEvent:
     query = obj.get("sql")
     if type(query) is not str:
-        raise DecodeError(f"DDL 'sql' is {_kind(query)}, not a string", where="field 'sql'")
-    commit_ts = _uint64(obj, "commitTs", True)
+        raise DecodeError(f"DDL 'sql' is {json_kind(query)}, not a string", where="field 'sql'")
+    commit_ts = uint64_field(obj, "commitTs", required=True)
     schemas: list[tuple[TableSchema, dict[str, Any]]] = []
     for field in ("tableSchema", "preTableSchema"):
         if obj.get(field) is not None:
@@ -139,8 +119,8 @@ def _ddl(obj: dict[str, Any], state: CodecState, position: Position | None) -> D
     named = schemas[0][0] if schemas else None
     return DdlEvent(
         commit_ts=commit_ts,
-        schema=named.schema if named else _str(obj, "database"),
-        table=named.table if named else _str(obj, "table"),
+        schema=named.schema if named else str_field(obj, "database"),
+        table=named.table if named else str_field(obj, "table"),
         ddl_type=code,
         query=query,
         position=position,
@@ -160,9 +140,9 @@ def restore_schemas(state: CodecState, objects: list[dict[str, Any]]) -> None:
 
 
 def _dml(obj: dict[str, Any], op: Op, opts: DecodeOptions, state: CodecState, position: Position | None) -> RowChange:
-    database, table = _str(obj, "database"), _str(obj, "table")
-    version = _uint64(obj, "schemaVersion", False)
-    commit_ts = _uint64(obj, "commitTs", True)
+    database, table = str_field(obj, "database"), str_field(obj, "table")
+    version = uint64_field(obj, "schemaVersion", required=False)
+    commit_ts = uint64_field(obj, "commitTs", required=True)
     schema = state.schemas.get((database, table, version))
     if schema is None:
         raise SchemaNotArrivedError(
@@ -172,11 +152,11 @@ def _dml(obj: dict[str, Any], op: Op, opts: DecodeOptions, state: CodecState, po
             where="field 'schemaVersion'")
     table_id = obj.get("tableID", 0)
     if type(table_id) is not int:
-        raise DecodeError(f"'tableID' is {_kind(table_id)}, not an integer", where="field 'tableID'")
-    claim = _str(obj, "claimCheckLocation") or None
+        raise DecodeError(f"'tableID' is {json_kind(table_id)}, not an integer", where="field 'tableID'")
+    claim = str_field(obj, "claimCheckLocation") or None
     key_only = obj.get("handleKeyOnly", False)
     if type(key_only) is not bool:
-        raise DecodeError(f"'handleKeyOnly' is {_kind(key_only)}, not a boolean", where="field 'handleKeyOnly'")
+        raise DecodeError(f"'handleKeyOnly' is {json_kind(key_only)}, not a boolean", where="field 'handleKeyOnly'")
     new_raw = _image(obj, "data", op is not Op.DELETE)
     old_raw = _image(obj, "old", op is not Op.INSERT)
     new = _columns(new_raw, schema, opts, "data") if new_raw is not None else ()
@@ -203,7 +183,7 @@ def _image(obj: dict[str, Any], field: str, required: bool) -> dict[str, Any] | 
             raise DecodeError(f"a {obj.get('type')} message needs '{field}'", where=f"field '{field}'")
         return None
     if type(image) is not dict:
-        raise DecodeError(f"'{field}' is {_kind(image)}, not an object", where=f"field '{field}'")
+        raise DecodeError(f"'{field}' is {json_kind(image)}, not an object", where=f"field '{field}'")
     return image
 
 
@@ -242,16 +222,16 @@ def _column_value(raw: Any, code: int, flags: int, binary: bool, opts: DecodeOpt
         return None
     if code == TypeCode.TIMESTAMP:
         if type(raw) is not dict or type(raw.get("value")) is not str:
-            raise DecodeError(f"TIMESTAMP value is {_kind(raw)}, not {{\"location\", \"value\"}}")
+            raise DecodeError(f"TIMESTAMP value is {json_kind(raw)}, not {{\"location\", \"value\"}}")
         location = raw.get("location") or ""
         if type(location) is not str:
-            raise DecodeError(f"TIMESTAMP location is {_kind(location)}, not a string")
+            raise DecodeError(f"TIMESTAMP location is {json_kind(location)}, not a string")
         return values.parse_timestamp(raw["value"], _timezone(location, opts), opts.zero_dates)
     if type(raw) is not str:
-        raise DecodeError(f"value is {_kind(raw)}; Simple JSON values are strings or null")
+        raise DecodeError(f"value is {json_kind(raw)}; Simple JSON values are strings or null")
     if binary:
         return b64decode(raw)
-    return _value(raw, code, flags, opts)
+    return text_value(raw, code, flags, opts)
 
 
 def _verify(obj: dict[str, Any], schema: TableSchema, new: dict[str, Any] | None, old: dict[str, Any] | None,
@@ -263,17 +243,17 @@ def _verify(obj: dict[str, Any], schema: TableSchema, new: dict[str, Any] | None
     if checksum is None:
         return
     if type(checksum) is not dict:
-        raise DecodeError(f"'checksum' is {_kind(checksum)}, not an object", where="field 'checksum'")
+        raise DecodeError(f"'checksum' is {json_kind(checksum)}, not an object", where="field 'checksum'")
     corrupted = checksum.get("corrupted", False)
     if type(corrupted) is not bool:
-        raise DecodeError(f"'checksum.corrupted' is {_kind(corrupted)}", where="field 'checksum.corrupted'")
+        raise DecodeError(f"'checksum.corrupted' is {json_kind(corrupted)}", where="field 'checksum.corrupted'")
     table = f"{schema.schema}.{schema.table}"
     if corrupted:
         state.checksum_mismatches += 1
         raise ChecksumError(f"TiCDC marked this row of {table} corrupted (checksum.corrupted is true)",
                             where="field 'checksum'")
     for field, image, name in (("current", new, "new"), ("previous", old, "old")):
-        expected = _uint64(checksum, field, False)
+        expected = uint64_field(checksum, field, required=False)
         if not expected or image is None:
             continue
         cells = [(c.code, checksum_cell(c, image[c.name], opts.timezone)) for c in schema.columns if c.name in image]
