@@ -176,45 +176,30 @@ class _Craft(_Codec):
         return None, craft.encode_ddl(event) if isinstance(event, DdlEvent) else craft.encode_resolved(event)
 
 
-class _CanalJson(_Codec):
-    """canal-json with the TiDB extension: one event per message, no key, DDL on partition 0 only.
-    `max_batch_size` does not apply (TiCDC never batches canal-json)."""
+class _JsonFormat(Protocol):
+    """The module functions of a format that writes one event per message and no key."""
 
-    name = "canal-json"
-    broadcasts_ddl = False
+    def decode(self, key: bytes | None, value: bytes | None, *, options: DecodeOptions | None = None,
+               position: Position | None = None) -> list[Event]: ...
 
-    def decode(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        options: DecodeOptions | None = None,
-        position: Position | None = None,
-    ) -> list[Event]:
-        return canal_json.decode(key, value, options=options, position=position)
+    def encode_rows(self, rows: Sequence[RowChange], *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                    timezone: dt.tzinfo = dt.UTC) -> list[bytes]: ...
 
-    def encode_rows(
-        self,
-        rows: Sequence[RowChange],
-        *,
-        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        timezone: dt.tzinfo = dt.UTC,
-    ) -> list[Message]:
-        values = canal_json.encode_rows(rows, max_message_bytes=max_message_bytes, timezone=timezone)
-        return [(None, v) for v in values]
+    def encode_ddl(self, ddl: DdlEvent) -> bytes: ...
 
-    def encode_event(self, event: DdlEvent | Resolved) -> Message:
-        if isinstance(event, DdlEvent):
-            return None, canal_json.encode_ddl(event)
-        return None, canal_json.encode_resolved(event)
+    def encode_resolved(self, ts: int | Resolved) -> bytes: ...
 
 
-class _Simple(_Codec):
-    """Simple (JSON encoding): one event per message, no key, DDL broadcast, a BOOTSTRAP before each
-    table's rows. Decoding rows needs `options.state` shared across the run's messages."""
+class _OneEventPerMessage(_Codec):
+    """canal-json and Simple: one event per message, no key; `max_batch_size` does not apply (TiCDC
+    never batches them). canal-json sends DDL to partition 0 only; Simple broadcasts it, and a
+    BOOTSTRAP goes before each table's rows (its rows decode with `options.state` shared across the
+    run's messages)."""
 
-    name = "simple"
+    def __init__(self, name: str, fmt: _JsonFormat, *, broadcasts_ddl: bool) -> None:
+        self.name = name
+        self.broadcasts_ddl = broadcasts_ddl
+        self._fmt = fmt
 
     def decode(
         self,
@@ -224,7 +209,7 @@ class _Simple(_Codec):
         options: DecodeOptions | None = None,
         position: Position | None = None,
     ) -> list[Event]:
-        return simple.decode(key, value, options=options, position=position)
+        return self._fmt.decode(key, value, options=options, position=position)
 
     def encode_rows(
         self,
@@ -234,17 +219,18 @@ class _Simple(_Codec):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
     ) -> list[Message]:
-        values = simple.encode_rows(rows, max_message_bytes=max_message_bytes, timezone=timezone)
-        return [(None, v) for v in values]
+        return [(None, v) for v in self._fmt.encode_rows(rows, max_message_bytes=max_message_bytes, timezone=timezone)]
 
     def encode_event(self, event: DdlEvent | Resolved) -> Message:
         if isinstance(event, DdlEvent):
-            return None, simple.encode_ddl(event)
-        return None, simple.encode_resolved(event)
+            return None, self._fmt.encode_ddl(event)
+        return None, self._fmt.encode_resolved(event)
 
 
 CODECS: Final[dict[str, Codec]] = {
-    "open": _OpenProtocol(), "craft": _Craft(), "canal-json": _CanalJson(), "simple": _Simple(),
+    "open": _OpenProtocol(), "craft": _Craft(),
+    "canal-json": _OneEventPerMessage("canal-json", canal_json, broadcasts_ddl=False),
+    "simple": _OneEventPerMessage("simple", simple, broadcasts_ddl=True),
 }
 """The registry: protocol name (as in `--protocol`) -> codec."""
 
