@@ -404,29 +404,23 @@ class KafkaSource:
         return True
 
     def lag(self, read_to: Mapping[int, int] | None = None) -> int | None:
-        """Records on the broker not read yet, against the end offsets last seen (at start, by a
-        probe). `read_to`: the next offset to read per partition when records are read elsewhere
-        (the Spark reader's executors; this consumer then stays where `start` put it); partitions
-        it lacks count from this consumer's position."""
-        try:
-            positions = {tp.partition: read_to[tp.partition] if read_to and tp.partition in read_to
-                         else self._position(tp) for tp in self._tps}
-            return kafka_lag({p: self._latest_end.get(p, 0) for p in positions}, positions)
-        except Exception:  # lag is informational only
-            return None
+        """Records on the broker not read yet: the sum of `partition_lags`."""
+        lags = self.partition_lags(read_to)
+        return None if lags is None else sum(lags.values())
 
     def partition_lags(self, read_to: Mapping[int, int] | None = None) -> dict[int, int] | None:
         """Per partition: its end offset (the later of the last probe's and the last fetch response's
-        high watermark; no request is sent) less the next offset to read (`read_to` as in `lag`).
-        Only from the thread that polls: kafka-python's consumer is not thread-safe."""
+        high watermark; no request is sent) less the next offset to read. `read_to`: the next offset
+        to read per partition when records are read elsewhere (the Spark reader's executors; this
+        consumer then stays where `start` put it) or the caller knows better (records fetched but
+        not decoded yet); partitions it lacks count from this consumer's position. Only from the
+        thread that polls: kafka-python's consumer is not thread-safe."""
         try:
-            out: dict[int, int] = {}
-            for tp in self._tps:
-                p = tp.partition
-                pos = read_to[p] if read_to and p in read_to else self._position(tp)
-                end = max(self._latest_end.get(p, 0), self._consumer.highwater(tp) or 0)
-                out[p] = max(0, end - (pos or 0))
-            return out
+            positions = {tp.partition: read_to[tp.partition] if read_to and tp.partition in read_to
+                         else self._position(tp) for tp in self._tps}
+            ends = {tp.partition: max(self._latest_end.get(tp.partition, 0), self._consumer.highwater(tp) or 0)
+                    for tp in self._tps}
+            return {p: kafka_lag({p: end}, positions) for p, end in ends.items()}
         except Exception:  # informational only
             return None
 

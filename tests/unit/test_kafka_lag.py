@@ -33,6 +33,9 @@ class _Consumer:
     def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
         return self.positions[tp.partition]
 
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return None  # no fetch response yet: the end offsets seen at start count
+
 
 def _source(ends: Mapping[int, int], positions: Mapping[int, int]) -> KafkaSource:
     """A KafkaSource past `start`: these end offsets seen, its consumer at these positions."""
