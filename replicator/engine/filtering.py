@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from replicator.delta.ddlparse.statements import Name, parse_alter_rename, parse_rename_tables
+from replicator.delta.ddlparse.statements import Name, parse_renames
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, Event, RowChange
 from replicator.filters import TableFilter
@@ -94,14 +94,13 @@ class EventFilter:
 
     @staticmethod
     def _renames(ddl: DdlEvent) -> list[tuple[Name, Name]] | None:
+        """A "Rename Table" DDL's pairs, as its applier reads them; None for any other DDL."""
+        if ddl.ddl_type != RENAME_TABLE:
+            return None
         try:
-            if ddl.ddl_type == RENAME_TABLE:
-                return parse_rename_tables(ddl.query) or (
-                    [p] if (p := parse_alter_rename(ddl.query)) is not None else None)
-            single = parse_alter_rename(ddl.query) if ddl.query.lstrip()[:5].upper() == "ALTER" else None
+            return parse_renames(ddl.query)
         except DdlError:
-            return None  # not a statement these parsers read: the applier reports it
-        return [single] if single is not None else None
+            return None  # not a statement the applier reads either: it reports it
 
     def _rename(self, ddl: DdlEvent, pairs: list[tuple[Name, Name]], counts: Counter[str], *,
                 log_it: bool) -> DdlEvent | None:

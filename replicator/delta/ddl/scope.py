@@ -64,13 +64,7 @@ def _named_tables(ddl: DdlEvent) -> set[tuple[str, str]]:
         names.add((name[0] or ddl.schema, name[1]))
 
     if ddl.ddl_type == _RENAME_TABLE:
-        pairs = dp.parse_rename_tables(query)
-        if pairs is None:
-            single = dp.parse_alter_rename(query)
-            if single is None:
-                raise DdlError("not a RENAME TABLE statement")
-            pairs = [single]
-        for old, new in pairs:
+        for old, new in dp.parse_renames(query):
             add(old)
             add((new[0] or old[0], new[1]))
         return names

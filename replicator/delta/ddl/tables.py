@@ -196,14 +196,7 @@ def _truncate_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome
 
 def _rename_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
     """`RENAME TABLE a TO b[, ...]` or `ALTER TABLE a RENAME [TO|AS] b`: catalog only."""
-    query = dp.sanitize(ddl.query)
-    pairs = dp.parse_rename_tables(query)
-    if pairs is None:
-        single = dp.parse_alter_rename(query)
-        if single is None:
-            raise DdlError("not a RENAME TABLE / ALTER TABLE .. RENAME statement")
-        pairs = [single]
-    return _rename_pairs(state, ddl, pairs)
+    return _rename_pairs(state, ddl, dp.parse_renames(ddl.query))
 
 
 def _rename_pairs(state: State, ddl: DdlEvent, pairs: Sequence[tuple[dp.Name, dp.Name]]) -> DdlOutcome:

@@ -43,6 +43,7 @@ from replicator.delta.ddlparse.statements import (
     parse_alter_rename,
     parse_recover,
     parse_rename_tables,
+    parse_renames,
 )
 from replicator.delta.ddlparse.tokens import (
     Cursor,
@@ -86,6 +87,7 @@ __all__ = [
     "parse_partitioning",
     "parse_recover",
     "parse_rename_tables",
+    "parse_renames",
     "partition_predicate",
     "sanitize",
     "spark_expr",

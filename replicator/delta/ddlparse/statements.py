@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replicator.delta.ddlparse.tokens import Cursor, alter_table_head
+from replicator.delta.ddlparse.tokens import Cursor, alter_table_head, sanitize
+from replicator.errors import DdlError
 
 Name = tuple[str | None, str]
 
@@ -23,6 +24,19 @@ def parse_rename_tables(query: str) -> list[tuple[Name, Name]] | None:
         if not cur.accept_punct(","):
             break
     cur.expect_end()
+    return pairs
+
+
+def parse_renames(query: str) -> list[tuple[Name, Name]]:
+    """The (old, new) pairs of a TiDB "Rename Table" DDL (code 14): `RENAME TABLE a TO b[, ...]` or
+    `ALTER TABLE a RENAME [TO|AS] b`, comments removed first; DdlError for any other statement."""
+    query = sanitize(query)
+    pairs = parse_rename_tables(query)
+    if pairs is None:
+        single = parse_alter_rename(query)
+        if single is None:
+            raise DdlError("not a RENAME TABLE / ALTER TABLE .. RENAME statement")
+        pairs = [single]
     return pairs
 
 
