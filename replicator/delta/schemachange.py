@@ -8,7 +8,8 @@ no data file and no row change, but shuts out some readers. The choice is per ta
 - `--schema-change rewrite`: always rewrite (as before this option existed);
 - `--schema-change metadata`: always metadata-only where Delta can do it;
 - `--schema-change auto` (default): metadata-only when the table's live data files (from its
-  Delta snapshot, `rowcount.live_bytes`) hold at least `--rewrite-limit` bytes, else rewrite.
+  Delta snapshot's checksum, else `rowcount.live_bytes`) hold at least `--rewrite-limit` bytes,
+  else rewrite.
 
 A table that already has the feature gets the change in place whatever the choice (its readers
 do not change), and the `fast` profile has every feature up front. A type change that Delta's

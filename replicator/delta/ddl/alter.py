@@ -106,15 +106,22 @@ class _Alter:
 
     def choose(self) -> schemachange.Choice:
         """Rewrite or metadata-only for this table (`--schema-change`, `--rewrite-limit`), measured
-        once per ALTER from the snapshot's live data files."""
+        once per ALTER: the bytes of the snapshot's live data files."""
         if self.choice is None:
             delta = self.applier.delta
             size = None
             if delta.schema_change == "auto":
-                try:
-                    size = live_bytes(self.path)
-                except Inexact:
-                    size = int(delta.snapshot(self.path).sizeInBytes())
+                # The fresh snapshot's checksum (.crc, written with every commit) has the size;
+                # without one, the log's replay (no Spark job), and only then Delta's own state.
+                snapshot = delta.snapshot(self.path)
+                checksum = snapshot.checksumOpt()
+                if checksum.isDefined():
+                    size = int(checksum.get().tableSizeBytes())
+                else:
+                    try:
+                        size = live_bytes(self.path)
+                    except Inexact:
+                        size = int(snapshot.sizeInBytes())
             self.choice = schemachange.choose(delta.schema_change, delta.rewrite_limit, size)
         return self.choice
 
