@@ -149,6 +149,10 @@ def test_follower_metrics_and_textfile(kafka_bootstrap: str, tmp_path: Path) -> 
         assert proc.poll() is None, f"the follower stopped:\n{tail(log)}"
         wait_for("the Kafka lag gauge to fall back to 0",
                  lambda: kafka_lag(scraper.since(idle)[-1]) == 0 if scraper.since(idle) else False, timeout=60)
+        # The state file is written by the commit; the gauges follow just after it, on the loop's thread.
+        final_ts = (applied(wh) >> 18) / 1000
+        wait_for("the checkpoint gauge to show the final watermark", lambda: bool(scraper.seen) and value(
+            scraper.seen[-1][2], "replicator_checkpoint_timestamp_seconds") >= final_ts, timeout=60)
         scraper.stop.set()
         scraper.join(timeout=10)
         proc.send_signal(signal.SIGTERM)
