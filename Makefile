@@ -73,7 +73,7 @@ proto: $(VENV)/.installed ## regenerate replicator/_proto from schemas/*.proto
 	bash tools/gen_proto.sh
 
 test: setup ## the whole suite but the soak-only scenarios (unit + integration: real Kafka broker, S3 server, Delta)
-	$(VENV)/bin/pytest -q -m "not soak"
+	$(VENV)/bin/pytest -q -m "not soak" --durations=40
 
 test-unit: setup ## fast pure-Python tests only
 	$(VENV)/bin/pytest -q -m "not integration and not reliability"
