@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from replicator.engine.filtering import EventFilter
 from replicator.engine.loop import Applier, ControlLoop, LoopOptions
 from replicator.engine.plan import DdlScope, Rows, RowSpan, TableName
 from replicator.engine.progress import Progress
@@ -142,8 +143,9 @@ class BatchLoop(ControlLoop):
     def __init__(self, kafka: KafkaSource, applier: Applier, progress: Progress, options: LoopOptions, *,
                  read: Callable[[Mapping[int, tuple[int, int]], Mapping[int, int], int], SparkBatch],
                  scope_of: Callable[[DdlEvent], DdlScope], invalid_text: InvalidText,
-                 on_tick: Callable[[], None] | None = None) -> None:
+                 event_filter: EventFilter | None = None, on_tick: Callable[[], None] | None = None) -> None:
         self.stats = WindowStats()
+        self._filter = event_filter  # rows are filtered on the executors; DDLs here
         self.scope_of = scope_of
         self._source = _BatchSource(kafka, read_to=lambda: self.windower.next_offsets())
         self._read = read
@@ -219,6 +221,8 @@ class BatchLoop(ControlLoop):
             for key, n in control.invalid_text.items():
                 self._invalid_text.add(*key)
                 self._invalid_text.counts[key] += n - 1
+            if self._filter is not None:
+                self._filter.counts.rows.update(control.filtered)
             cut: dict[int, int] = {}
             for rec, reason, stop_text in sorted(control.dead, key=lambda d: (d[0].partition, d[0].offset)):
                 if rec.partition in cut:
@@ -242,7 +246,7 @@ class BatchLoop(ControlLoop):
             for p, records in control.events.items():
                 for offset, events in records:
                     if offset < cut.get(p, offset + 1):
-                        windower.offer(p, offset, events)
+                        windower.offer(p, offset, events if self._filter is None else self._filter.apply(events))
             batch.aggregate()
             kept = batch.drops.get(KEEP, 0)
             self.stats.rows += sum(batch.drops.values())

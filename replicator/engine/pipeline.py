@@ -232,9 +232,6 @@ class Engine:
         if options.protocol == "simple" and options.reader == "spark":
             raise ConfigError("--protocol simple works with --reader driver only (its rows are typed by schemas from "
                               "earlier BOOTSTRAP messages, which the Spark reader's executors do not share)")
-        if self._filter is not None and options.reader == "spark":
-            raise ConfigError("--include / --exclude work with --reader driver only, for now (the Spark reader "
-                              "decodes on the executors); drop the filter or use --reader driver")
         self._own_spark = spark is None  # the engine starts the session: it chooses its compiler
         self._loop: ControlLoop | None = None
         self._stop = False
@@ -355,12 +352,13 @@ class Engine:
 
         def read(ranges: Mapping[int, tuple[int, int]], watermarks: Mapping[int, int], applied_ts: int) -> SparkBatch:
             batch = read_batch(self.applier.delta.spark, source.settings, ranges, protocol=opts.protocol,
-                               options=opts.decode, watermarks=watermarks, applied_ts=applied_ts)
+                               options=opts.decode, watermarks=watermarks, applied_ts=applied_ts,
+                               table_filter=opts.table_filter)
             self.applier.batch = batch
             return batch
 
         return BatchLoop(source, self.applier, state.progress, self._loop_options(), read=read,
-                         scope_of=ddl_scope, invalid_text=self.summary.invalid_text)
+                         scope_of=ddl_scope, invalid_text=self.summary.invalid_text, event_filter=self._filter)
 
     def _summarise(self, loop: ControlLoop, elapsed: float) -> None:
         s, c, st = self.summary, loop.counts, loop.windower.stats

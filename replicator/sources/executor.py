@@ -29,6 +29,7 @@ from replicator.engine.loop import where
 from replicator.engine.window import key_of
 from replicator.errors import ClaimCheckError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
+from replicator.filters import TableFilter
 from replicator.sources.kafka import Record
 
 ROW, RESOLVED, DDL, DEAD, STATS = 0, 1, 2, 3, 4
@@ -110,7 +111,8 @@ class _EventRows:
 
 
 def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options: DecodeOptions,
-                   watermarks: Mapping[int, int], applied_ts: int) -> Iterator[pa.RecordBatch]:
+                   watermarks: Mapping[int, int], applied_ts: int,
+                   table_filter: TableFilter | None = None) -> Iterator[pa.RecordBatch]:
     """Decode Kafka records (`topic`, `partition`, `offset`, `timestamp`, `key`, `value`), each
     partition's in offset order, into EVENTS_SCHEMA batches.
 
@@ -118,7 +120,8 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
     `applied_ts`: the warehouse's applied watermark. A message that does not decode becomes one
     DEAD event (its record, the dead letter's error text and a stopped run's, pickled); the
     partition's watermark goes on as if it was skipped, and the driver cuts the partition there
-    when the run stops on errors.
+    when the run stops on errors. `table_filter`: rows of tables outside it are skipped here and
+    counted per reason in the STATS event (DDLs go to the driver, which filters them).
     """
     codec = codec_for(protocol)
     invalid = InvalidText()
@@ -126,6 +129,8 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
     wm = dict(watermarks)
     last: dict[int, int] = {}
     records = decoded = 0
+    filtered: dict[str, int] = {}
+    active = table_filter if table_filter is not None and table_filter.active else None
     out = _EventRows()
     for batch in batches:
         cols = batch.to_pydict()
@@ -157,6 +162,9 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
             decoded += len(events)
             for i, ev in enumerate(events):
                 if isinstance(ev, RowChange):
+                    if active is not None and (skip := active.reason(ev.schema, ev.table)) is not None:
+                        filtered[skip] = filtered.get(skip, 0) + 1
+                        continue
                     ts = ev.commit_ts
                     drop = REPLAY if ts <= wm.get(p, 0) else APPLIED if ts <= applied_ts else KEEP
                     out.add(p, o, i, ROW, ts, before, drop, ev.schema, ev.table, row_payload(ev))
@@ -169,7 +177,8 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
             if len(out) >= _BATCH_ROWS:
                 yield out.flush()
     out.add(-1, -1, 0, STATS, 0, 0, KEEP, None, None,
-            pickle.dumps({"records": records, "events": decoded, "invalid": invalid.counts}))
+            pickle.dumps({"records": records, "events": decoded, "invalid": invalid.counts,
+                          "filtered": filtered}))
     if len(out):
         yield out.flush()
 

@@ -24,6 +24,7 @@ from replicator.delta.spark import executor_errors
 from replicator.delta.typemap import TableSpec
 from replicator.engine.plan import DdlScope, TableName
 from replicator.events import Event, Position, Resolved, RowChange
+from replicator.filters import TableFilter
 from replicator.sources import executor as ex
 from replicator.sources.kafka import KafkaSettings, Record
 
@@ -72,6 +73,7 @@ class BatchControl:
     records: int = 0
     decoded: int = 0
     invalid_text: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    filtered: dict[str, int] = field(default_factory=dict)  # rows skipped by the table filter, per reason
 
 
 @dataclass
@@ -109,6 +111,8 @@ class SparkBatch:
                 out.decoded += stats["events"]
                 for key, n in stats["invalid"].items():
                     out.invalid_text[key] = out.invalid_text.get(key, 0) + n
+                for reason, n in stats["filtered"].items():
+                    out.filtered[reason] = out.filtered.get(reason, 0) + n
             elif kind == ex.DEAD:
                 millis, key, value, reason, failure = pickle.loads(r["payload"])
                 out.dead.append((Record(self.topic, p, o, millis, key, value), reason, failure))
@@ -228,7 +232,7 @@ def _spark_type(spec: TableSpec, name: str) -> str:
 
 def read_batch(spark: SparkSession, settings: KafkaSettings, ranges: Mapping[int, tuple[int, int]], *,
                protocol: str, options: DecodeOptions, watermarks: Mapping[int, int],
-               applied_ts: int) -> SparkBatch:
+               applied_ts: int, table_filter: TableFilter | None = None) -> SparkBatch:
     """The batch of `ranges` (partition -> [from, to)), decoded on the executors and persisted.
 
     Lazy: nothing is read before `SparkBatch.control()`. Spark's Kafka source makes one task per
@@ -253,7 +257,8 @@ def read_batch(spark: SparkSession, settings: KafkaSettings, ranges: Mapping[int
     wms = {p: watermarks.get(p, 0) for p in parts}
 
     def decode(batches: Iterable[Any]) -> Iterator[Any]:
-        return ex.decode_batches(batches, protocol=protocol, options=opts, watermarks=wms, applied_ts=applied_ts)
+        return ex.decode_batches(batches, protocol=protocol, options=opts, watermarks=wms, applied_ts=applied_ts,
+                                 table_filter=table_filter)
 
     events = df.mapInArrow(decode, ex.EVENTS_DDL).persist(StorageLevel.MEMORY_AND_DISK)
     return SparkBatch(spark, topic, events)

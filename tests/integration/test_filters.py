@@ -21,7 +21,9 @@ from tests.kafka_fixtures import new_topic
 pytestmark = pytest.mark.integration
 
 
-def test_filters_and_renames_across_them(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["driver", "spark"])
+def test_filters_and_renames_across_them(kafka_bootstrap: str, spark: Any, tmp_path: Path, reader: str) -> None:
+    """--reader spark skips the rows on the executors and the DDLs on the driver: the same outcome."""
     sim = Simulation(SimConfig(protocol="open", seed=31, events=400, partitions=2, tables=3, ddl="rename_table"))
     topic = new_topic(kafka_bootstrap, 2, prefix="filters")
     produce(kafka_bootstrap, topic, sim.messages())
@@ -30,7 +32,7 @@ def test_filters_and_renames_across_them(kafka_bootstrap: str, spark: Any, tmp_p
 
     def run(name: str, include: list[str], exclude: list[str] = []) -> Any:  # noqa: B006 - never mutated
         return run_engine(kafka_bootstrap, topic, tmp_path / name, spark,
-                          table_filter=TableFilter(include, exclude))
+                          table_filter=TableFilter(include, exclude), reader=reader)
 
     # 1. Everything of shop but one table (back-quoted): the rename stays inside the filter.
     s1 = run("wh1", ["shop.*"], ["shop.`attachments`"])
