@@ -27,6 +27,7 @@ from replicator.events import Column, DdlEvent, Flag, Op, RowChange, TypeCode
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import cli_env, kill_group, tail, wait_for
+from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -87,13 +88,13 @@ def expected(model: dict[str, dict[int, str]], prefix: str) -> dict[str, list[st
 class Reader:
     """The other process: `catalog_reader`, one JSON answer per command."""
 
-    def __init__(self, warehouse: Path, log: Path) -> None:
+    def __init__(self, warehouse: Path | str, log: Path, **env: str) -> None:
         self.log = log
         with open(log, "wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.integration.catalog_reader", str(warehouse)], cwd=REPO_ROOT,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=cli_env(), start_new_session=True,
-                text=True)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=cli_env(**env),
+                start_new_session=True, text=True)
 
     def ask(self, command: str) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -204,3 +205,33 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
     assert {f"{r['schema']}.{r['table']}": r["catalog"] for r in listed} == {
         name: f"{prefix}{name}" for name in st.model}
     assert Warehouse(wh).load_state().catalog == {"uri": catalog_uri, "database_prefix": prefix}
+
+
+def test_catalog_registers_tables_of_an_s3a_warehouse(kafka_bootstrap: str, catalog_uri: str, s3_server: S3Server,
+                                                       tmp_path: Path) -> None:
+    """A warehouse on object storage: the registrations' LOCATION is the s3a:// path, and another
+    process reads the tables by name through it."""
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    st = Stream()
+    st.create("shop", "orders")
+    st.put("shop", "orders", (1, "a"), (2, "b"))
+    st.create("shop", "items")
+    st.put("shop", "items", (10, "x"))
+    st.ddl("shop", "goods", 14, "RENAME TABLE `shop`.`items` TO `shop`.`goods`")
+    st.model["shop.goods"] = st.model.pop("shop.items")
+    topic = new_topic(kafka_bootstrap, 2, prefix="catalog-s3")
+    produce(kafka_bootstrap, topic, st.flush())
+    wh, log = s3_server.warehouse_url("catalog"), tmp_path / "run.log"
+    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+           "--protocol", "open", "--warehouse", wh, "--until-caught-up", "--catalog-uri", catalog_uri,
+           "--catalog-database-prefix", prefix]
+    with open(log, "wb") as err:
+        run = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(**s3_server.env()),
+                             timeout=300, check=False)
+    assert run.returncode == 0, tail(log)
+    reader = Reader(wh, tmp_path / "reader.log", **s3_server.env())
+    try:
+        assert reader.ask("") == {"ready": True}
+        assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
+    finally:
+        reader.close()
