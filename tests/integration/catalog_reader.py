@@ -2,7 +2,8 @@
 (`open_warehouse`, which connects to the metastore the warehouse records) and answers commands on
 stdin with one JSON line each:
 
-    look PREFIX   every table of the databases named PREFIX*: {"db.table": [rows as JSON, sorted]}
+    look PREFIX   the databases named PREFIX* and their tables' rows:
+                  {"databases": [...], "tables": {"db.table": [rows as JSON, sorted]}}
     drop NAME     DROP TABLE NAME (a registration dropped by hand; an external table: files stay)
     name S.T      the catalog name of the live table S.T and whether this session uses the catalog
 
@@ -30,12 +31,10 @@ def main() -> None:
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
         if cmd == "look":
-            out: dict[str, list[str]] = {}
-            for db in sorted(r[0] for r in spark.sql("SHOW DATABASES").collect()):
-                if db.startswith(arg):
-                    for r in spark.sql(f"SHOW TABLES IN `{db}`").collect():
-                        out[f"{db}.{r.tableName}"] = _rows(spark, f"`{db}`.`{r.tableName}`")
-            print(json.dumps(out), flush=True)
+            dbs = sorted(r[0] for r in spark.sql("SHOW DATABASES").collect() if r[0].startswith(arg))
+            tables = {f"{db}.{r.tableName}": _rows(spark, f"`{db}`.`{r.tableName}`")
+                      for db in dbs for r in spark.sql(f"SHOW TABLES IN `{db}`").collect()}
+            print(json.dumps({"databases": dbs, "tables": tables}), flush=True)
         elif cmd == "drop":
             spark.sql(f"DROP TABLE {arg}")
             print(json.dumps({"dropped": arg}), flush=True)

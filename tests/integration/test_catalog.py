@@ -79,10 +79,12 @@ class Stream:
         return out
 
 
-def expected(model: dict[str, dict[int, str]], prefix: str) -> dict[str, list[str]]:
-    """The reader's view of the model: `<prefix><schema>.<table>` -> rows as sorted JSON."""
-    return {f"{prefix}{name}": sorted(json.dumps({"id": k, "v": v}, sort_keys=True) for k, v in rows.items())
-            for name, rows in model.items()}
+def expected(model: dict[str, dict[int, str]], prefix: str) -> dict[str, Any]:
+    """The reader's view of the model: the databases `<prefix><schema>` of live tables, and each
+    table `<prefix><schema>.<table>` with its rows as sorted JSON."""
+    return {"databases": sorted({f"{prefix}{name.split('.')[0]}" for name in model}),
+            "tables": {f"{prefix}{name}": sorted(json.dumps({"id": k, "v": v}, sort_keys=True) for k, v in rows.items())
+                       for name, rows in model.items()}}
 
 
 class Reader:
@@ -127,32 +129,16 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
     prefix = f"t{uuid.uuid4().hex[:8]}_"
     st = Stream()
     st.ddl("shop", "", 1, "CREATE DATABASE `shop`")
-    st.create("shop", "orders")
-    st.put("shop", "orders", (1, "a"), (2, "b"), (3, "c"))
-    st.create("shop", "items")
-    st.put("shop", "items", (10, "x"), (11, "y"))
-    st.ddl("shop", "goods", 14, "RENAME TABLE `shop`.`items` TO `shop`.`goods`")
-    st.model["shop.goods"] = st.model.pop("shop.items")
-    st.create("shop", "tmp")
-    st.put("shop", "tmp", (20, "t"))
-    st.ddl("shop", "tmp", 4, "DROP TABLE `shop`.`tmp`")
-    del st.model["shop.tmp"]
-    st.create("shop", "gone")
-    st.put("shop", "gone", (30, "g"), (31, "h"))
+    for table, rows in (("orders", [(1, "a"), (2, "b"), (3, "c")]), ("items", [(10, "x"), (11, "y")]),
+                        ("tmp", [(20, "t")]), ("gone", [(30, "g"), (31, "h")])):
+        st.create("shop", table)
+        st.put("shop", table, *rows)
     st.ddl("shop", "gone", 4, "DROP TABLE `shop`.`gone`")
     gone = st.model.pop("shop.gone")
-    st.ddl("shop", "gone", 25, "RECOVER TABLE `shop`.`gone`")
-    st.model["shop.gone"] = gone
-    st.put("shop", "gone", (30, "G"))
     st.ddl("old", "", 1, "CREATE DATABASE `old`")
     st.create("old", "t")
     st.put("old", "t", (40, "o"))
-    st.ddl("old", "", 2, "DROP DATABASE `old`")
-    del st.model["old.t"]
-    st.put("shop", "orders", (2, "B"))
-    st.delete("shop", "orders", 3)
     first_watermark = st.last
-
     topic = new_topic(kafka_bootstrap, 2, prefix="catalog")
     produce(kafka_bootstrap, topic, st.flush())
     wh, log = tmp_path / "wh", tmp_path / "follower.log"
@@ -174,22 +160,35 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
         assert follower.poll() is None, f"the follower stopped:\n{tail(log)}"
 
         # Another process, connected to the metastore the warehouse records, sees exactly the live
-        # tables by name, with their rows; the dropped schema's database is gone.
+        # tables by name, with their rows (not the dropped one).
         assert reader.ask("") == {"ready": True}
-        assert reader.ask("name shop.goods") == {"name": f"{prefix}shop.goods", "uses_catalog": True}
+        assert reader.ask("name shop.items") == {"name": f"{prefix}shop.items", "uses_catalog": True}
         assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
 
-        # A registration dropped by hand comes back with the next DDL step, while the follower runs.
+        # Renamed, dropped, recovered, a schema dropped, and a registration dropped by hand: all
+        # followed by the next DDL step, while the follower runs.
         assert reader.ask(f"drop `{prefix}shop`.`orders`") == {"dropped": f"`{prefix}shop`.`orders`"}
-        assert f"{prefix}shop.orders" not in reader.ask(f"look {prefix}")
+        assert f"{prefix}shop.orders" not in reader.ask(f"look {prefix}")["tables"]
+        st.ddl("shop", "goods", 14, "RENAME TABLE `shop`.`items` TO `shop`.`goods`")
+        st.model["shop.goods"] = st.model.pop("shop.items")
+        st.ddl("shop", "tmp", 4, "DROP TABLE `shop`.`tmp`")
+        del st.model["shop.tmp"]
+        st.ddl("shop", "gone", 25, "RECOVER TABLE `shop`.`gone`")
+        st.model["shop.gone"] = gone
+        st.put("shop", "gone", (30, "G"))
+        st.ddl("old", "", 2, "DROP DATABASE `old`")
+        del st.model["old.t"]
+        st.put("shop", "orders", (2, "B"), (4, "d"))
+        st.delete("shop", "orders", 3)
         st.create("shop", "late")
         st.put("shop", "late", (50, "l"))
-        st.put("shop", "orders", (4, "d"))
         produce(kafka_bootstrap, topic, st.flush())
         wait_for("the follower to apply the second burst",
                  lambda: follower.poll() is not None or applied(wh) >= st.last, timeout=300)
         assert follower.poll() is None, f"the follower stopped:\n{tail(log)}"
-        assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
+        seen = reader.ask(f"look {prefix}")
+        assert seen == expected(st.model, prefix)
+        assert f"{prefix}old" not in seen["databases"] and f"{prefix}shop.items" not in seen["tables"]
 
         follower.send_signal(signal.SIGTERM)
         assert follower.wait(timeout=120) == 0, tail(log)
