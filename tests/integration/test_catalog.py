@@ -192,6 +192,16 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
 
         follower.send_signal(signal.SIGTERM)
         assert follower.wait(timeout=120) == 0, tail(log)
+
+        # A later scheduled run, without the flag, uses the catalog the warehouse records and
+        # repairs at its start what was dropped by hand meanwhile (it has nothing to apply).
+        assert reader.ask(f"drop `{prefix}shop`.`goods`") == {"dropped": f"`{prefix}shop`.`goods`"}
+        again = [a for a in cmd if a not in ("--catalog-uri", catalog_uri, "--catalog-database-prefix", prefix)]
+        with open(log, "ab") as err:
+            rerun = subprocess.run([*again, "--until-caught-up"], stdout=subprocess.DEVNULL, stderr=err,
+                                   env=cli_env(), timeout=300, check=False)
+        assert rerun.returncode == 0, tail(log)
+        assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
     finally:
         if reader is not None:
             reader.close()
