@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 CACHE := .cache
 KAFKA_PORT ?= 9092
 S3_PORT ?= 9000
+CATALOG_PORT ?= 9083
 WAREHOUSE ?= ./warehouse
-export KAFKA_PORT S3_PORT
+export KAFKA_PORT S3_PORT CATALOG_PORT
 
 .DEFAULT_GOAL := help
-.PHONY: help setup spark-jars kafka-jars s3-jars jvm-archive proto test test-unit lint bench run run-s3 kafka-up kafka-down s3-up s3-down cluster-up cluster-down notebook soak clean
+.PHONY: help setup spark-jars kafka-jars s3-jars catalog-jars jvm-archive proto test test-unit lint bench run run-s3 kafka-up kafka-down s3-up s3-down catalog-up catalog-down cluster-up cluster-down notebook soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -48,6 +49,15 @@ $(CACHE)/s3proxy-libs/.resolved: tools/s3proxy/pom.xml
 		>$(CACHE)/mvn-s3proxy-libs.log 2>&1 || { cat $(CACHE)/mvn-s3proxy-libs.log; echo "mvn failed"; exit 1; }
 	@touch $@
 
+# The Hive metastore service runs from pyspark's own jars plus this one (Hive's async logging needs it).
+$(CACHE)/metastore-libs/.resolved:
+	@echo "fetching the metastore's extra jar (com.lmax:disruptor) into $(CACHE)/metastore-libs"
+	@mkdir -p $(CACHE)
+	@mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy -Dartifact=com.lmax:disruptor:3.4.4 \
+		-DoutputDirectory=$(CURDIR)/$(CACHE)/metastore-libs \
+		>$(CACHE)/mvn-metastore-libs.log 2>&1 || { cat $(CACHE)/mvn-metastore-libs.log; echo "mvn failed"; exit 1; }
+	@touch $@
+
 # Hadoop's local file system without its per-file shell calls (tools/localfs/README.md): compiled with the
 # JDK's javac against the Hadoop API jar pyspark ships, so it needs nothing downloaded.
 LOCALFS_SRC := $(wildcard tools/localfs/src/replicator/localfs/*.java)
@@ -61,13 +71,14 @@ $(CACHE)/spark-jars/replicator-localfs.jar: $(LOCALFS_SRC) $(VENV)/.installed
 spark-jars: $(CACHE)/spark-jars/.resolved $(CACHE)/spark-jars/replicator-localfs.jar ## the Spark session's jars (Delta, Kafka source, S3A) from Maven Central + the local file system jar into .cache/spark-jars
 kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs
 s3-jars: $(CACHE)/s3proxy-libs/.resolved ## resolve the S3Proxy classpath (local S3-compatible server) into .cache/s3proxy-libs
+catalog-jars: $(CACHE)/metastore-libs/.resolved ## the Hive metastore's one jar beyond pyspark's into .cache/metastore-libs
 
 # The driver JVM's class archive (replicator/delta/jvm_archive.py): written once per installation by a
 # small replication (about a minute); quiet when it exists; a failure only warns.
 jvm-archive: $(VENV)/.installed spark-jars ## the driver JVM's class archive in .cache/jvm (faster Spark start)
 	@$(PY) -m replicator.delta.jvm_archive
 
-setup: $(VENV)/.installed spark-jars kafka-jars s3-jars jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + JVM class archive
+setup: $(VENV)/.installed spark-jars kafka-jars s3-jars catalog-jars jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + JVM class archive
 
 proto: $(VENV)/.installed ## regenerate replicator/_proto from schemas/*.proto
 	bash tools/gen_proto.sh
@@ -103,6 +114,12 @@ s3-up: setup ## start the local S3-compatible server (S3Proxy) on 127.0.0.1:$S3_
 s3-down: ## stop the local S3-compatible server
 	@if [ -x $(PY) ]; then $(PY) -m replicator.sim.locals3 down; fi
 
+catalog-up: setup ## start the local Hive metastore service on 127.0.0.1:$CATALOG_PORT; print the URI for --catalog-uri
+	@$(PY) -m replicator.sim.localcatalog up --port $(CATALOG_PORT)
+
+catalog-down: ## stop the local Hive metastore service
+	@if [ -x $(PY) ]; then $(PY) -m replicator.sim.localcatalog down; fi
+
 cluster-up: setup ## start a Spark standalone master + 2 workers on 127.0.0.1:$SPARK_MASTER_PORT; print the master URL
 	@$(PY) -m replicator.sim.localspark up
 
@@ -115,5 +132,5 @@ notebook: setup ## Jupyter Lab on notebooks/explore.ipynb (explores ./warehouse;
 soak: setup ## reliability scenarios at full size + the soak-only scenarios
 	REPLICATOR_SOAK=1 $(VENV)/bin/pytest -q -m "reliability or soak"
 
-clean: kafka-down s3-down cluster-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
+clean: kafka-down s3-down catalog-down cluster-down ## remove venv, caches, local state, ./warehouse and ./warehouse-craft
 	rm -rf $(VENV) $(CACHE) state warehouse warehouse-craft build .pytest_cache .mypy_cache .ruff_cache .hypothesis

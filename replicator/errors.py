@@ -94,6 +94,11 @@ class StorageError(ReplicatorError):
     """The warehouse's store (a directory or an object store) refused or could not be reached."""
 
 
+class CatalogError(ReplicatorError):
+    """The metastore tables are registered in could not be reached or refused a registration; the
+    warehouse is unchanged past the last committed step, so a rerun registers what is missing."""
+
+
 class LeaseLostError(StateError):
     """This run's writer lease on the warehouse expired or was taken over: it must not commit."""
 

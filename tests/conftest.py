@@ -1,5 +1,5 @@
-"""Shared fixtures: one Delta-enabled SparkSession, one real Kafka broker and one real S3-compatible server
-(S3Proxy) per test session."""
+"""Shared fixtures: one Delta-enabled SparkSession, one real Kafka broker, one real S3-compatible server
+(S3Proxy) and, for the tests that ask for it, one Hive metastore service per test session."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-pytest_plugins = ["tests.kafka_fixtures", "tests.s3_fixtures"]
+pytest_plugins = ["tests.kafka_fixtures", "tests.s3_fixtures", "tests.catalog_fixtures"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

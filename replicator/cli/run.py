@@ -14,6 +14,7 @@ from replicator.errors import ConfigError
 from replicator.filters import TableFilter
 
 if TYPE_CHECKING:
+    from replicator.delta.catalog import CatalogConfig
     from replicator.engine.pipeline import RunOptions
     from replicator.sources.kafka import KafkaSource
 
@@ -82,6 +83,12 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                         "repeatable; default every table)")
     p.add_argument("--exclude", action="append", metavar="RULE",
                    help="skip tables matching RULE (repeatable; exclude wins over include)")
+    p.add_argument("--catalog-uri", metavar="URI",
+                   help="register each table by name (<schema>.<table>) in the Hive metastore service at URI "
+                        "(thrift://HOST:PORT; `make catalog-up` prints the local one's); the warehouse records it, "
+                        "so later runs and readers use it too")
+    p.add_argument("--catalog-database-prefix", metavar="PREFIX",
+                   help="prefix of the catalog's database names: <PREFIX><schema>.<table> (default none)")
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics on this port while running (0: a free port, logged)")
     p.add_argument("--metrics-host", metavar="HOST",
@@ -148,7 +155,22 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         metrics_textfile=s.metrics_textfile,
         metrics_max_tables=s.metrics_max_tables,
         table_filter=TableFilter(s.include, s.exclude),
+        catalog=catalog_config(s),
     )
+
+
+def catalog_config(s: ReplicatorSettings) -> CatalogConfig | None:
+    """Where tables are registered: --catalog-uri, else the `[spark]` settings of a Hive metastore
+    (spark.sql.catalogImplementation = "hive" and spark.hadoop.hive.metastore.uris), else None (the
+    warehouse's recorded catalog, if any, then applies)."""
+    from replicator.delta.catalog import CatalogConfig, check_uri, uri_from_spark_conf
+
+    uri = check_uri(s.catalog_uri) if s.catalog_uri else uri_from_spark_conf(s.spark)
+    if uri is None:
+        if s.catalog_database_prefix:
+            raise ConfigError("--catalog-database-prefix needs a catalog: give --catalog-uri too")
+        return None
+    return CatalogConfig(uri, s.catalog_database_prefix)
 
 
 def kafka_source(s: ReplicatorSettings) -> KafkaSource:

@@ -71,6 +71,7 @@ OTHER_ENV_VARS = (
     "REPLICATOR_FAULT",                     # faults.py: crash at a planned instant (tests)
     "REPLICATOR_KAFKA_LIBS",                # sim/localkafka: the local broker's classpath
     "REPLICATOR_S3PROXY_LIBS",              # sim/locals3.py: the local S3 server's classpath
+    "REPLICATOR_METASTORE_LIBS",            # sim/localcatalog.py: the local metastore's extra jar
     "REPLICATOR_SOAK",                      # tests/reliability: full-size scenarios (make soak)
     "REPLICATOR_KILLS",                     # tests/integration: kill -9 rounds
     "REPLICATOR_KILL_SEED",                 # tests/integration: their random seed
@@ -213,6 +214,9 @@ class ReplicatorSettings(BaseSettings):
     # table filters (replicator/filters.py)
     include: Rules = Field(default_factory=list)
     exclude: Rules = Field(default_factory=list)
+    # tables registered by name in a Hive metastore service (replicator/delta/catalog.py)
+    catalog_uri: str | None = None
+    catalog_database_prefix: str = ""
     # Spark and Hadoop settings passed through as they are (the config file's [spark] table)
     spark: Annotated[dict[str, str], BeforeValidator(_spark_conf)] = Field(default_factory=dict)
 

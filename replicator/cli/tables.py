@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 
 DESCRIPTION = (
     "List the live tables of a warehouse: schema, table, row count, key, applied watermark, reader features, "
-    "path and source. On a terminal a readable table; piped, tab-separated lines with whole values (a header "
-    "line first). For machines and scripts use --json."
+    "path, source and catalog name (with --catalog-uri). On a terminal a readable table; piped, tab-separated "
+    "lines with whole values (a header line first). For machines and scripts use --json."
 )
-TSV_COLUMNS = ("schema", "table", "rows", "key", "applied", "reader_features", "path", "source")
+TSV_COLUMNS = ("schema", "table", "rows", "key", "applied", "reader_features", "path", "source", "catalog")
 
 
 def register(sub: Any) -> None:
@@ -33,7 +33,8 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="machine-readable output: one JSON array of objects with keys schema, table, path, key, "
                         "rows, applied_ts, source, reader_features, readers (spark, deltalake-sql, deltalake-dataset, "
-                        "polars: the ones that read the table), reader_changes (which DDL changed them, and why)")
+                        "polars: the ones that read the table), reader_changes (which DDL changed them, and why), "
+                        "catalog (the table's name in the metastore, database.table, or null)")
     add_config(p)
     p.set_defaults(handler=lambda ns: tables(TablesCommand(settings=settings_from(ns), json=ns.json)))
 
@@ -62,11 +63,11 @@ def print_table(root: str, rows: Sequence[ListedTable]) -> None:
     from rich.table import Table
 
     table = Table(title=f"warehouse {root}")
-    for col in ("schema", "table", "rows", "key", "applied watermark", "reader features", "path", "source"):
+    for col in ("schema", "table", "rows", "key", "applied watermark", "reader features", "path", "source", "catalog"):
         table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
     for r in rows:
         table.add_row(r.schema, r.table, f"{r.rows:,}" if r.rows is not None else "-", ", ".join(r.key),
-                      r.applied_text(), ", ".join(r.reader_features) or "-", r.path, r.source)
+                      r.applied_text(), ", ".join(r.reader_features) or "-", r.path, r.source, r.catalog or "-")
     Console().print(table)
 
 
@@ -80,7 +81,7 @@ def tsv_lines(rows: Sequence[ListedTable]) -> list[str]:
     lines = ["\t".join(TSV_COLUMNS)]
     for r in rows:
         cells = (r.schema, r.table, rows_text(r.rows), ",".join(r.key), r.applied_text(),
-                 ",".join(r.reader_features) or "-", r.path, r.source)
+                 ",".join(r.reader_features) or "-", r.path, r.source, r.catalog or "-")
         lines.append("\t".join(_cell(c) for c in cells))
     return lines
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from replicator.delta.catalog import IMPLEMENTATION_CONF, URIS_CONF, CatalogConfig
 from replicator.delta.warehouse import TableEntry, Warehouse
 from replicator.events import tso_physical_ms, tso_to_datetime
 from replicator.storage import is_url
@@ -44,6 +45,31 @@ class Explorer:
     spark: SparkSession
 
     # -- catalog ------------------------------------------------------------------------------
+    @property
+    def catalog(self) -> CatalogConfig | None:
+        """The metastore the warehouse's tables are registered in (`--catalog-uri`), or None."""
+        recorded = self.warehouse.load_state().catalog
+        return CatalogConfig.from_json(recorded) if recorded else None
+
+    @property
+    def uses_catalog(self) -> bool:
+        """Whether this session reads the warehouse's catalog: then `spark.table(catalog_name(t))` works."""
+        catalog = self.catalog
+        if catalog is None or self.spark.conf.get(IMPLEMENTATION_CONF, "in-memory") != "hive":
+            return False
+        uris = self.spark.conf.get(URIS_CONF, None) or \
+            self.spark.sparkContext._jsc.hadoopConfiguration().get("hive.metastore.uris")
+        return (uris or "").strip() == catalog.uri
+
+    def catalog_name(self, name: str) -> str:
+        """The catalog name (`database.table`) of a live table (`schema.table`)."""
+        entry = self._entry(name)
+        catalog = self.catalog
+        registered = catalog.name_of(entry.schema_name, entry.table) if catalog is not None else None
+        if registered is None:
+            raise KeyError(f"{name} is not registered in a catalog (read it with table({name!r}))")
+        return registered
+
     def _entry(self, name: str) -> TableEntry:
         schema, _, table = name.partition(".")
         state = self.warehouse.load_state()
@@ -185,13 +211,17 @@ def _ddls(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def open_warehouse(path: str | os.PathLike[str] | None = None, spark: SparkSession | None = None) -> Explorer:
-    """Open a warehouse for exploration (default: $REPLICATOR_WAREHOUSE or ./warehouse)."""
+    """Open a warehouse for exploration (default: $REPLICATOR_WAREHOUSE or ./warehouse). When its
+    tables are registered in a catalog, a session started here uses it: `ex.spark.table("shop.orders")`."""
     wh = Warehouse(path if path is not None else default_warehouse())
     if not wh.state_path.exists():
         raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first)")
-    from replicator.delta.spark import get_spark, use_storage
+    from replicator.delta.spark import get_spark, use_catalog, use_storage
 
     if spark is None:
+        recorded = wh.load_state().catalog
+        if recorded:  # takes effect unless this process's session has started already
+            use_catalog(CatalogConfig.from_json(recorded).uri)
         spark = get_spark("replicator-explore")
     if is_url(wh.root):
         use_storage(spark)  # a session started elsewhere (a notebook's) reaches the same store

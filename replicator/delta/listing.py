@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from replicator.delta.catalog import CatalogConfig
 from replicator.delta.features import reader_features, readers_of
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
@@ -41,6 +42,7 @@ class ListedTable:
     reader_features: tuple[str, ...] = ()
     rows: int | None = None  # None: not counted (`list_tables(count=False)`) or no Delta table at `path`
     reader_changes: tuple[dict[str, Any], ...] = ()  # from the catalog (TableEntry.reader_changes)
+    catalog: str | None = None  # its name in the metastore (`database.table`, --catalog-uri); None: by path only
 
     @property
     def readers(self) -> list[str]:
@@ -49,11 +51,11 @@ class ListedTable:
 
     def to_json(self) -> dict[str, Any]:
         """The `replicator tables --json` object (keys as before, plus `source`, `reader_features`,
-        `readers`, `reader_changes` and, when counted, `rows`)."""
+        `readers`, `reader_changes`, `catalog` and, when counted, `rows`)."""
         out: dict[str, Any] = {"schema": self.schema, "table": self.table, "path": self.path,
                                "key": list(self.key), "applied_ts": self.applied_ts, "source": self.source,
                                "reader_features": list(self.reader_features), "readers": self.readers,
-                               "reader_changes": list(self.reader_changes)}
+                               "reader_changes": list(self.reader_changes), "catalog": self.catalog}
         if self.rows is not None:
             out["rows"] = self.rows
         return out
@@ -101,9 +103,11 @@ def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[s
     rows: list[ListedTable] = []
     if has_state:
         state = wh.load_state()
+        catalog = CatalogConfig.from_json(state.catalog) if state.catalog else None
         rows += [
             ListedTable(e.schema_name, e.table, normalise_root(e.path), tuple(e.key), "kafka", state.applied_ts,
-                        reader_features=tuple(reader_features(e.path)), reader_changes=tuple(e.reader_changes))
+                        reader_features=tuple(reader_features(e.path)), reader_changes=tuple(e.reader_changes),
+                        catalog=catalog.name_of(e.schema_name, e.table) if catalog is not None else None)
             for e in state.live_tables()
         ]
     if has_binlog:

@@ -49,6 +49,7 @@ LOCALFS_CONF = {
 }
 _LOCK = threading.Lock()
 _verbose = False
+_catalog_uri: str | None = None
 _jit = "full"
 
 JIT_MODES = ("auto", "quick", "full")
@@ -86,6 +87,14 @@ _STARTUP_CHATTER = re.compile(
     r"|Ivy Default Cache set to|The jars for the packages stored in|\S+#\S+ added as a dependency"
     r"|\s+(confs: |found \S+ in |:: modules in use|\d+ artifacts copied|-{20,}|\|)"
 )
+
+
+def use_catalog(uri: str | None) -> None:
+    """Start the next session of this process on the Hive metastore at `uri` (delta/catalog.py),
+    or on Spark's own catalog (None). A catalog is chosen when the session starts; a `[spark]`
+    setting of the same keys wins."""
+    global _catalog_uri
+    _catalog_uri = uri
 
 
 def plan_jit(*, short_lived: bool, tables_bytes: Callable[[int], int] | None = None) -> str:
@@ -349,6 +358,11 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
                     builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
         if not _submitted() or _submitted_conf(SQL_WAREHOUSE_CONF) is None:
             builder = builder.config(SQL_WAREHOUSE_CONF, str(SQL_WAREHOUSE_DIR))
+        if _catalog_uri is not None:  # tables registered by name in a shared metastore
+            from replicator.delta.catalog import session_conf
+
+            for key, value in session_conf(_catalog_uri).items():
+                builder = builder.config(key, value)
         # The object store's settings (endpoint, path style, region, credentials chain) and the
         # config file's [spark] pass-through, which wins.
         for key, value in storage_options().s3a_conf().items():

@@ -115,6 +115,9 @@ class State(BaseModel):
     # Simple: the table schemas (wire `tableSchema` objects) read so far, so that a restart decodes
     # rows whose BOOTSTRAP / DDL message lies before its starting offsets.
     codec_schemas: list[dict[str, Any]] = Field(default_factory=list)
+    # The metastore the tables are registered in (delta/catalog.py: uri, database_prefix), so that
+    # any other process finds them by name; absent when none is.
+    catalog: dict[str, str] | None = None
     updated_at: str | None = None
 
     @model_validator(mode="before")
@@ -135,6 +138,8 @@ class State(BaseModel):
             out.pop("inflight_hi", None)  # written only while it matters: older states keep their shape
         if not out.get("codec_schemas"):
             out.pop("codec_schemas", None)  # Simple only
+        if not out.get("catalog"):
+            out.pop("catalog", None)  # only with a catalog
         flat = self.progress.to_wire()
         ordered: dict[str, Any] = {}
         for k, v in out.items():

@@ -50,6 +50,7 @@ from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from replicator.delta.catalog import CatalogConfig, CatalogSync
     from replicator.delta.ddl import DdlApplier
     from replicator.delta.merge import DeltaApplier, MergeResult
     from replicator.delta.typemap import TableSpec
@@ -88,6 +89,9 @@ class RunOptions:
     # where TiCDC's claim-check files are (large messages; sources/claimcheck.py); the compression
     # of message values is `decode.compression`
     claim_check_storage: str | None = None
+    # register the tables by name in this metastore (delta/catalog.py); None: the one the warehouse
+    # records, if any
+    catalog: CatalogConfig | None = None
 
 
 @dataclass
@@ -276,6 +280,7 @@ class Engine:
                          tables_bytes=self.warehouse.tables_bytes)
             state = self.warehouse.load_state()
             self._check_source(state)
+            self._use_catalog(state)
             self.applier.state = state
             if state.codec_schemas:  # Simple: the schemas earlier runs read (a restart's BOOTSTRAPs may lie behind it)
                 from replicator.codec.simple import restore_schemas
@@ -298,11 +303,36 @@ class Engine:
             try:
                 with display, _few_full_collections():
                     loop.run()
+                if loop.counts.error is None:
+                    self.applier.sync_catalog_once()  # a run without steps still repairs the catalog
             finally:
                 self._summarise(loop, time.monotonic() - started)
                 self._observe(loop, force=True)
                 self.applier.close()
                 self.source.close()
+
+    def _use_catalog(self, state: State) -> None:
+        """The catalog tables are registered in: the run's (--catalog-uri or `[spark]`), else the one
+        the warehouse records (a scheduled job keeps registering without repeating the flag). The
+        warehouse records it (state.json) for every reader; the session this run starts uses it."""
+        from replicator.delta.catalog import CatalogConfig
+
+        config = self.options.catalog
+        if config is None and state.catalog:
+            config = CatalogConfig.from_json(state.catalog)
+        if config is None:
+            return
+        if state.catalog and state.catalog != config.to_json():
+            log.info("the warehouse's tables move to the catalog %s (were in %s); the old registrations are left "
+                     "there", config.uri, state.catalog.get("uri"))
+        if state.catalog != config.to_json():
+            state.catalog = config.to_json()
+            self.warehouse.save_state(state)  # recorded before anything is registered there
+        if self._own_spark:
+            from replicator.delta.spark import use_catalog
+
+            use_catalog(config.uri)
+        self.applier.catalog_config = config
 
     def _observe(self, loop: ControlLoop, *, force: bool = False) -> None:
         """Update the loop's gauges (watermarks, Kafka lag per partition) at most once a second, on
@@ -432,6 +462,10 @@ class WarehouseApplier:
         self._warming: threading.Thread | None = None
         self._running = 0  # MERGEs in flight (the `tables_in_flight` fault instant)
         self.batch: SparkBatch | None = None  # where a step's row spans are (--reader spark)
+        self.catalog_config: CatalogConfig | None = None  # where tables are registered by name
+        self._catalog: CatalogSync | None = None
+        self._catalog_synced = False  # the whole catalog checked once this run
+        self._catalog_touched: set[str] = set()  # uids this step created, renamed, dropped or recovered
 
     # -- lazily built Spark edge ----------------------------------------------------------------
     @property
@@ -462,6 +496,33 @@ class WarehouseApplier:
         if self._delta is None and self._warming is None:
             self._warming = threading.Thread(target=start, name="replicator-spark-start", daemon=True)
             self._warming.start()
+
+    @property
+    def catalog(self) -> CatalogSync | None:
+        """The registrations' keeper when a catalog is configured (on the main Spark session)."""
+        if self.catalog_config is None:
+            return None
+        if self._catalog is None:
+            from replicator.delta.catalog import CatalogSync
+
+            self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root)
+        return self._catalog
+
+    def sync_catalog_once(self) -> None:
+        """Check every registration once a run (before its first step, or at its end when it had
+        none): what a crash left half done, or a name dropped by hand, is repaired."""
+        catalog = self.catalog
+        if catalog is not None and not self._catalog_synced:
+            catalog.sync(self.state)
+            self._catalog_synced = True
+
+    def _sync_catalog(self, step: Step) -> None:
+        """At the end of a step, before its progress is committed: the names it created, renamed,
+        dropped or recovered (any DDL step: CREATE/DROP DATABASE too), and now and then the rest."""
+        catalog = self.catalog
+        touched, self._catalog_touched = self._catalog_touched, set()
+        if catalog is not None and (touched or step.ddls or catalog.due()):
+            catalog.sync(self.state, touched)
 
     @property
     def ddl(self) -> DdlApplier:
@@ -541,6 +602,8 @@ class WarehouseApplier:
         from replicator.delta.ddl.scope import ddl_scope
 
         state = self.state
+        self.sync_catalog_once()
+        self._catalog_touched.clear()
         n = state.steps + 1
         record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
                                   "recorded_at": dt.datetime.now(dt.UTC).isoformat(),
@@ -614,6 +677,7 @@ class WarehouseApplier:
         if ddls:
             record["ddls"] = ddls
             record["ddl"] = ddls[0]  # the step log's shape before steps held several DDLs
+        self._sync_catalog(step)
         return record
 
     def _create_ahead(self, state: State, plan: StepPlan) -> None:
@@ -716,6 +780,7 @@ class WarehouseApplier:
             self.metrics.ddl(ddl.ddl_type, rule_name, [], applied=False)
             return info
         info["outcome"] = f"{outcome.action}: {outcome.detail}"
+        self._catalog_touched.update(outcome.tables)
         self.summary.ddl_applied += 1
         if outcome.reader_changes:
             info["reader_changes"] = list(outcome.reader_changes)
@@ -757,6 +822,7 @@ class WarehouseApplier:
         self.delta.create_table(path, spec)
         entry = TableEntry(uid=uid, schema=schema, table=table, path=path, spec=spec.to_json(), created_ts=0)
         state.tables[uid] = entry
+        self._catalog_touched.add(uid)
         log.info("table %s.%s was not created in the stream: inferred from row events (key %s)",
                  schema, table, list(spec.key), extra={"table": f"{schema}.{table}"})
         return entry

@@ -49,7 +49,8 @@ def test_check_and_tables_on_a_simulated_warehouse(spark: Any, tmp_path: Path,
     code, out, _ = _cli(capsys, "tables", "--warehouse", str(wh))
     assert code == 0
     header, *lines = out.splitlines()
-    assert header.split("\t") == ["schema", "table", "rows", "key", "applied", "reader_features", "path", "source"]
+    assert header.split("\t") == ["schema", "table", "rows", "key", "applied", "reader_features", "path", "source",
+                                   "catalog"]
     listed = {f"{c[0]}.{c[1]}": c for c in (line.split("\t") for line in lines)}
     assert {name: int(c[2]) for name, c in listed.items()} == {n: len(r) for n, r in expected.tables.items()}
     assert {name: c[6] for name, c in listed.items()} == {

@@ -69,14 +69,16 @@ def test_differences_by_table_takes_the_longest_name() -> None:
 def test_tables_tsv_keeps_whole_values_and_escapes_separators() -> None:
     long_path = "s3a://bucket/" + "deep/" * 40 + "orders-0123456789ab"
     rows = [ListedTable("shop", "orders", long_path, ("id", "region"), "kafka", 0, rows=12345,
-                        reader_features=("columnMapping", "deletionVectors")),
+                        reader_features=("columnMapping", "deletionVectors"), catalog="dw_shop.orders"),
             ListedTable("odd\tschema", "line\nbreak", "/wh/t", ("k",), "binlog", None, 6)]
     lines = tsv_lines(rows)
     assert lines[0].split("\t") == list(TSV_COLUMNS)
     assert lines[1].split("\t") == ["shop", "orders", "12345", "id,region", "0 (-)",
-                                    "columnMapping,deletionVectors", long_path, "kafka"]
-    assert lines[2].split("\t") == ["odd\\tschema", "line\\nbreak", "-", "k", "commit #6", "-", "/wh/t", "binlog"]
+                                    "columnMapping,deletionVectors", long_path, "kafka", "dw_shop.orders"]
+    assert lines[2].split("\t") == ["odd\\tschema", "line\\nbreak", "-", "k", "commit #6", "-", "/wh/t", "binlog",
+                                    "-"]
     assert rows[0].to_json()["rows"] == 12345 and "rows" not in rows[1].to_json()
+    assert rows[0].to_json()["catalog"] == "dw_shop.orders" and rows[1].to_json()["catalog"] is None
 
 
 # -- row counts from the log ------------------------------------------------------------------------
