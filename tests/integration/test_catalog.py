@@ -216,6 +216,7 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
     assert Warehouse(wh).load_state().catalog == {"uri": catalog_uri, "database_prefix": prefix}
 
 
+@pytest.mark.soak  # two Spark processes and the S3 server: `make soak`; the local twin above runs in CI
 def test_catalog_registers_tables_of_an_s3a_warehouse(kafka_bootstrap: str, catalog_uri: str, s3_server: S3Server,
                                                        tmp_path: Path) -> None:
     """A warehouse on object storage: the registrations' LOCATION is the s3a:// path, and another
