@@ -10,9 +10,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.sim.stream import Simulation
+
+if TYPE_CHECKING:
+    from replicator.sim.topics import TopicDispatch
 
 
 @dataclass
@@ -120,3 +124,35 @@ def write_archive(sim: Simulation, directory: str | Path, topic: str, *, rotate_
                                 timestamp_ms=m.timestamp_ms, key=m.key, value=m.value, protocol=sim.config.protocol)
             counts[m.partition] += 1
     return SinkReport(counts, time.monotonic() - started, f"archive {out}")
+
+
+def produce_topics(dispatch: TopicDispatch, bootstrap: str, *,
+                   on_record: Callable[[int], None] | None = None) -> dict[tuple[str, int], int]:
+    """Produce a topic-per-table stream (sim/topics.py): each topic is created (empty, the
+    simulation's partition count) right before its first record, as TiCDC creates a table's topic
+    when the table is created. `on_record(n)` after the n-th record is sent (a test may pause
+    there). Returns the records per (topic, partition)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=1 << 20,
+                             max_request_size=32 << 20, enable_idempotence=True, client_id="replicator-simulate")
+    created: set[str] = set()
+    failures: list[BaseException] = []
+    try:
+        for i, (topic, m) in enumerate(dispatch.records(), 1):
+            if topic not in created:
+                producer.flush()  # what precedes it is on the broker before the new topic appears
+                ensure_topic(bootstrap, topic, dispatch.partitions)
+                created.add(topic)
+            producer.send(topic, key=m.key, value=m.value, partition=m.partition).add_errback(failures.append)
+            if on_record is not None:
+                on_record(i)
+        producer.flush()
+    except KafkaError as exc:
+        raise ReplicatorError(f"producing the topic-per-table stream on {bootstrap} failed: {exc}") from None
+    finally:
+        producer.close()
+    if failures:
+        raise ReplicatorError(f"{len(failures)} record(s) were not acknowledged by {bootstrap}: {failures[0]}")
+    return dict(dispatch.messages)
