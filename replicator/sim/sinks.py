@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +16,7 @@ from replicator.errors import ConfigError, ReplicatorError
 from replicator.sim.stream import Simulation
 
 if TYPE_CHECKING:
-    from replicator.sim.topics import TopicDispatch
+    from replicator.sim.topics import TopicMessage
 
 
 @dataclass
@@ -126,28 +126,27 @@ def write_archive(sim: Simulation, directory: str | Path, topic: str, *, rotate_
     return SinkReport(counts, time.monotonic() - started, f"archive {out}")
 
 
-def produce_topics(dispatch: TopicDispatch, bootstrap: str, *,
-                   on_record: Callable[[int], None] | None = None) -> dict[tuple[str, int], int]:
-    """Produce a topic-per-table stream (sim/topics.py): each topic is created (empty, the
-    simulation's partition count) right before its first record, as TiCDC creates a table's topic
-    when the table is created. `on_record(n)` after the n-th record is sent (a test may pause
-    there). Returns the records per (topic, partition)."""
+def produce_topics(records: Iterable[TopicMessage], bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
+    """Produce a topic-per-table stream (`TopicDispatch.records()`, or part of it): each topic is
+    created (empty, `partitions` partitions) right before its first record, as TiCDC creates a
+    table's topic when the table is created. Returns the records sent per (topic, partition)."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=1 << 20,
                              max_request_size=32 << 20, enable_idempotence=True, client_id="replicator-simulate")
+    sent: dict[tuple[str, int], int] = {}
     created: set[str] = set()
     failures: list[BaseException] = []
     try:
-        for i, (topic, m) in enumerate(dispatch.records(), 1):
+        for topic, m in records:
             if topic not in created:
-                producer.flush()  # what precedes it is on the broker before the new topic appears
-                ensure_topic(bootstrap, topic, dispatch.partitions)
                 created.add(topic)
+                producer.flush()  # what precedes it is on the broker before the new topic appears
+                with contextlib.suppress(ConfigError):  # produced in parts: it exists, not empty
+                    ensure_topic(bootstrap, topic, partitions)
             producer.send(topic, key=m.key, value=m.value, partition=m.partition).add_errback(failures.append)
-            if on_record is not None:
-                on_record(i)
+            sent[(topic, m.partition)] = sent.get((topic, m.partition), 0) + 1
         producer.flush()
     except KafkaError as exc:
         raise ReplicatorError(f"producing the topic-per-table stream on {bootstrap} failed: {exc}") from None
@@ -155,4 +154,4 @@ def produce_topics(dispatch: TopicDispatch, bootstrap: str, *,
         producer.close()
     if failures:
         raise ReplicatorError(f"{len(failures)} record(s) were not acknowledged by {bootstrap}: {failures[0]}")
-    return dict(dispatch.messages)
+    return sent
