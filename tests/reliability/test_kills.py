@@ -21,6 +21,7 @@ from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.sinks import produce_topics
 from replicator.sim.topics import TopicDispatch
 from tests.integration.helpers import produce, produce_stream, run_engine
+from tests.integration.test_topics import LAYOUT_DDL
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import SOAK, assert_model_state, kill_group, size, start_run, steps_done, tail, wait_for
 from tests.streamgen import SCHEMA, generate
@@ -133,7 +134,7 @@ def test_sigkill_at_random_instants_of_a_topic_per_table_changefeed(kafka_bootst
     quiet topics it stored, and the last one ends exactly as the simulator says."""
     kills = size(2, 12)
     sim = Simulation(SimConfig(protocol="open", seed=43, events=size(300, 5000), partitions=2, tables=4,
-                               ddl="auto", recreate_dropped=False))
+                               ddl=LAYOUT_DDL, recreate_dropped=False))
     dispatch = TopicDispatch(sim, prefix=f"relk{random.Random().randrange(1 << 30):x}_")
     produce_topics(dispatch.records(), kafka_bootstrap, dispatch.partitions)
     pattern = f"~{dispatch.prefix}.*"
