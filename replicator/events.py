@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum, IntEnum
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 # Python value of a column: ints (full signed/unsigned 64-bit range), float, Decimal (exact),
 # date / datetime (DATETIME naive, TIMESTAMP tz-aware), str (text, TIME as its TiDB text, JSON text),
@@ -84,6 +84,20 @@ class EventKind(str, Enum):
     ROW = "row"
     DDL = "ddl"
     RESOLVED = "resolved"
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic: every position and watermark is kept per (topic, partition), since
+    one replicator may follow several topics."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+
+TP = TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

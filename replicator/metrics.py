@@ -44,7 +44,7 @@ from prometheus_client import (
 
 from replicator import __version__
 from replicator.errors import ConfigError
-from replicator.events import tso_physical_ms
+from replicator.events import TP, tso_physical_ms
 
 log = logging.getLogger("replicator")
 
@@ -205,8 +205,9 @@ class Metrics:
             self.records.inc(total - self._records_seen)
             self._records_seen = total
 
-    def kafka_lags(self, topic: str, lags: Mapping[int, int]) -> None:
-        for partition, lag in lags.items():
+    def kafka_lags(self, lags: Mapping[TP, int]) -> None:
+        """Per (topic, partition)."""
+        for (topic, partition), lag in lags.items():
             self.kafka_lag.labels(topic, str(partition)).set(lag)
 
     def merged(self, table: str, *, inserted: int, updated: int, deleted: int, committed: bool) -> None:

@@ -43,12 +43,12 @@ def capture(cmd: CaptureCommand) -> int:
     from replicator.storage import is_url
 
     s = cmd.settings
-    topic = s.require("topic")
+    topic = s.one_topic()
     start: Literal["resume", "earliest"] | Mapping[int, int] = "resume"
     if cmd.from_earliest:
         start = "earliest"
     elif cmd.from_offsets:
-        start = parse_offsets(cmd.from_offsets)
+        start = {tp.partition: o for tp, o in parse_offsets(cmd.from_offsets, [topic]).items()}
     summary = run_capture(CaptureOptions(
         bootstrap_servers=s.require("bootstrap_servers"),
         topic=topic,

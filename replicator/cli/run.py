@@ -23,11 +23,17 @@ def add_connection(p: argparse.ArgumentParser) -> None:
     """The layered flags of `run` and `replay` (each also REPLICATOR_<FLAG> and a --config key)."""
     d = defaults(ReplicatorSettings)
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers HOST:PORT[,HOST:PORT]")
-    p.add_argument("--topic", help="the TiCDC topic")
+    p.add_argument("--topic", action="append", metavar="TOPIC",
+                   help="a TiCDC topic; repeatable (a changefeed dispatched topic per table: each table's topic "
+                        "and the default topic)")
+    p.add_argument("--topic-pattern", metavar="REGEX",
+                   help="follow every topic whose whole name matches REGEX, also topics created later (read from "
+                        "their earliest offset); instead of --topic")
     p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple"],
                    help="TiCDC wire format of the topic")
     add_storage(p)
-    p.add_argument("--group-id", help="Kafka consumer group for offset commits (default: replicator-<topic>)")
+    p.add_argument("--group-id", help="Kafka consumer group for offset commits (default: replicator-<topic>; "
+                                      "with several topics: replicator-<first topic>, with a pattern required)")
     p.add_argument("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     p.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
     p.add_argument("--sasl-username", help="SASL user (the password comes from REPLICATOR_SASL_PASSWORD or --config)")
@@ -114,7 +120,8 @@ def register(sub: Any) -> None:
     add_connection(replay_p)
     start = replay_p.add_mutually_exclusive_group(required=True)
     start.add_argument("--from-earliest", action="store_true", help="from the earliest retained offsets")
-    start.add_argument("--from-offsets", metavar="P=O[,P=O...]", help="from these offsets (other partitions: stored)")
+    start.add_argument("--from-offsets", metavar="[TOPIC:]P=O[,...]",
+                       help="from these offsets (other partitions: stored); the bare P=O form with one topic only")
     start.add_argument("--from-timestamp", metavar="ISO8601", help="from the first offsets at/after this time")
     replay_p.set_defaults(handler=lambda ns: replay(ReplayCommand(
         settings=settings_from(ns), from_earliest=ns.from_earliest, from_offsets=ns.from_offsets,
@@ -174,11 +181,22 @@ def catalog_config(s: ReplicatorSettings) -> CatalogConfig | None:
 
 
 def kafka_source(s: ReplicatorSettings) -> KafkaSource:
-    from replicator.sources.kafka import KafkaSettings, KafkaSource
+    from replicator.sources.kafka import KafkaSettings, KafkaSource, topic_pattern
 
-    topic = s.require("topic")
+    topics, pattern = s.topic or [], s.topic_pattern
+    if bool(topics) == (pattern is not None):
+        raise ConfigError("give the topics to read: --topic (repeatable; REPLICATOR_TOPIC comma-separated, `topic` "
+                          "a list in --config) or --topic-pattern REGEX, not both")
+    if pattern is not None:
+        pattern = topic_pattern(pattern)
+        if s.group_id is None:
+            raise ConfigError("--topic-pattern needs --group-id (the consumer group the offsets are committed to)")
+    if len(set(topics)) != len(topics):
+        raise ConfigError(f"--topic names a topic twice: {', '.join(topics)}")
     return KafkaSource(KafkaSettings(
-        bootstrap_servers=s.require("bootstrap_servers"), topic=topic, group_id=s.group_id_for(topic),
+        bootstrap_servers=s.require("bootstrap_servers"), topic=topics[0] if len(topics) == 1 else "",
+        topics=tuple(topics) if len(topics) > 1 else (), topic_pattern=pattern,
+        group_id=s.group_id_for(topics[0]) if topics else s.group_id,
         security=s.kafka_security(), retry_budget_s=s.kafka_retry_budget,
     ))
 
@@ -229,7 +247,7 @@ def replay(cmd: ReplayCommand) -> int:
     if cmd.from_earliest:
         start = "earliest"
     elif cmd.from_offsets:
-        start = parse_offsets(cmd.from_offsets, source.partitions())
+        start = parse_offsets(cmd.from_offsets, source.settings.named_topics, source.partitions())
     else:
         stamp = cmd.from_timestamp or ""
         try:

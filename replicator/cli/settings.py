@@ -160,6 +160,17 @@ def _rules(value: Any) -> Any:
 Rules = Annotated[list[str], NoDecode, BeforeValidator(_rules)]
 
 
+def _topics(value: Any) -> Any:
+    """`--topic`: one name, a list (repeated flag, config file), or comma-separated names from the
+    environment (Kafka topic names hold no comma)."""
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(",") if t.strip()]
+    return value
+
+
+Topics = Annotated[list[str] | None, NoDecode, BeforeValidator(_topics)]
+
+
 class ReplicatorSettings(BaseSettings):
     """The layered settings of `run`, `replay`, `tables` and `capture` (field name = flag name with '_')."""
 
@@ -167,7 +178,8 @@ class ReplicatorSettings(BaseSettings):
 
     # where
     bootstrap_servers: str | None = None
-    topic: str | None = None
+    topic: Topics = None  # one or several topics (a list: topic per table plus the default topic)
+    topic_pattern: str | None = None  # every topic whose whole name matches (found as they appear)
     protocol: Literal["open", "craft", "canal-json", "simple"] | None = None
     warehouse: str | None = None  # a directory or an object-store URL (s3a://bucket/prefix)
     group_id: str | None = None  # None: replicator-<topic> (capture: replicator-capture-<topic>)
@@ -249,6 +261,13 @@ class ReplicatorSettings(BaseSettings):
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
         return StorageOptions(endpoint=self.s3_endpoint, path_style=self.s3_path_style, region=region,
                               retry_budget_s=self.storage_retry_budget, spark_conf=dict(self.spark))
+
+    def one_topic(self) -> str:
+        """The one topic of a command that reads one (capture): ConfigError for none or several."""
+        topics = self.require("topic")
+        if len(topics) != 1:
+            raise ConfigError(f"--topic: give one topic, not {len(topics)} ({', '.join(topics) or 'none'})")
+        return str(topics[0])
 
     def group_id_for(self, topic: str, *, prefix: str = "replicator") -> str:
         """The consumer group: the setting, or `<prefix>-<topic>`."""

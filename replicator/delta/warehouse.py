@@ -88,14 +88,18 @@ class TableEntry(BaseModel):
 
 
 class _ProgressWire(BaseModel):
-    """Type check of the progress fields as state.json has them (flat, next to the catalog)."""
+    """Type check of the progress fields as state.json has them (flat, next to the catalog).
+    ``partitions``: the one topic's cursors of a state written before several topics were
+    followed; read as the cursors of the state's ``source`` topic."""
 
     applied_ts: int = 0
+    positions: dict[str, dict[str, PartitionState]] = Field(default_factory=dict)
     partitions: dict[str, PartitionState] = Field(default_factory=dict)
+    quiet_topics: dict[str, int] = Field(default_factory=dict)
     ddl_ledger: list[tuple[int, str]] = Field(default_factory=list)
 
 
-_PROGRESS_KEYS = ("applied_ts", "partitions", "ddl_ledger")
+_PROGRESS_KEYS = ("applied_ts", "positions", "partitions", "quiet_topics", "ddl_ledger")
 
 
 class State(BaseModel):
@@ -127,8 +131,14 @@ class State(BaseModel):
             return data
         data = dict(data)
         wire = _ProgressWire.model_validate({k: data.pop(k) for k in _PROGRESS_KEYS if k in data})
-        data["progress"] = Progress.from_wire(
-            wire.applied_ts, {p: c.model_dump() for p, c in wire.partitions.items()}, wire.ddl_ledger)
+        positions = {t: {p: c.model_dump() for p, c in parts.items()} for t, parts in wire.positions.items()}
+        if wire.partitions:  # one topic's cursors, from before positions were kept per topic
+            topic = data.get("source")
+            if not isinstance(topic, str):
+                raise ValueError("state.json has partition cursors but no source topic they belong to")
+            positions.setdefault(topic, {p: c.model_dump() for p, c in wire.partitions.items()})
+        data["progress"] = Progress.from_wire(wire.applied_ts, positions, wire.ddl_ledger,
+                                              quiet_topics=wire.quiet_topics)
         return data
 
     @model_serializer(mode="wrap")
@@ -156,6 +166,7 @@ class State(BaseModel):
 
     @property
     def partitions(self) -> dict[str, PartitionState]:
+        """Cursors by "<topic>:<partition>"."""
         return {str(p): PartitionState(offset=c.offset, watermark=c.watermark)
                 for p, c in self.progress.cursors.items()}
 

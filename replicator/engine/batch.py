@@ -7,7 +7,8 @@ driver gets a batch's resolved events, DDLs and dead letters and per-table aggre
 fates on arrival (replay, already applied) were decided on the executors with the same rules as
 `Windower.offer`. `BatchWindower` is the driver reader's `Windower` with its row buffer replaced
 by a `RowIndex` over the executors' rows, so steps, DDL barriers and restart cursors are decided
-by the same code.
+by the same code. One topic only: the executors key rows by partition number, and this module
+turns them into the windower's (topic, partition) keys.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from replicator.engine.filtering import EventFilter
 from replicator.engine.loop import Applier, ControlLoop, LoopOptions
 from replicator.engine.plan import DdlScope, Rows, RowSpan, TableName
-from replicator.engine.progress import Progress
+from replicator.engine.progress import TP, Progress
 from replicator.engine.window import Windower, WindowStats
 from replicator.errors import ClaimCheckError, DecodeError, KafkaSourceError
 from replicator.events import DdlEvent, Event
@@ -65,21 +66,22 @@ class NoRows:
 class BatchWindower(Windower):
     """A `Windower` fed only the resolved and DDL events of a batch; its rows are in `index`."""
 
-    def __init__(self, partitions: Sequence[int], progress: Progress, scope_of: Callable[[DdlEvent], DdlScope],
-                 index: RowIndex, stats: WindowStats) -> None:
+    def __init__(self, topic: str, partitions: Sequence[TP], progress: Progress,
+                 scope_of: Callable[[DdlEvent], DdlScope], index: RowIndex, stats: WindowStats) -> None:
         super().__init__(partitions, progress, scope_of=scope_of)
+        self.topic = topic
         self.index = index
         self.stats = stats
 
-    def read_to(self, partition: int, next_offset: int) -> None:
+    def read_to(self, partition: TP, next_offset: int) -> None:
         """Everything of `partition` before `next_offset` was read (rows included)."""
         self._next_offset[partition] = next_offset
 
     def _first_row_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
         return self.index.first_after(scope, ts, hi)
 
-    def _row_restart_points(self) -> Iterable[tuple[int, int, int]]:
-        return self.index.restart_points(self.applied_ts)
+    def _row_restart_points(self) -> Iterable[tuple[TP, int, int]]:
+        return ((TP(self.topic, p), off, wm) for p, off, wm in self.index.restart_points(self.applied_ts))
 
     def _batch(self, hi: int) -> dict[TableName, Rows]:
         lo = self.applied_ts
@@ -91,16 +93,16 @@ class _BatchSource:
     offsets it was given, so it is caught up once read; partitions found while applying are read
     from their start by the next batch."""
 
-    def __init__(self, kafka: KafkaSource, read_to: Callable[[], Mapping[int, int]]) -> None:
+    def __init__(self, kafka: KafkaSource, read_to: Callable[[], Mapping[TP, int]]) -> None:
         self.kafka = kafka
         self.name = kafka.name
-        self.added: list[int] = []
+        self.added: list[TP] = []
         self._read_to = read_to
 
-    def partitions(self) -> list[int]:
+    def partitions(self) -> list[TP]:
         return self.kafka.partitions()
 
-    def start(self, positions: Mapping[int, int | None]) -> None:
+    def start(self, positions: Mapping[TP, int | None]) -> None:
         self.kafka.start(positions)
 
     def poll(self) -> list[Record]:
@@ -109,14 +111,17 @@ class _BatchSource:
     def caught_up(self) -> bool:
         return True
 
-    def fresh_partitions(self) -> list[int] | None:
+    def fresh_partitions(self) -> list[TP] | None:
         return self.kafka.fresh_partitions()
 
-    def add_partitions(self, new: Sequence[int]) -> bool:
+    def add_partitions(self, new: Sequence[TP]) -> bool:
         self.added.extend(new)
         return True
 
-    def commit(self, offsets: Mapping[int, int]) -> None:
+    def read_to_end(self, topics: Sequence[str], read_to: Mapping[TP, int]) -> bool | None:
+        return True  # one topic: never quiet while it is the only one
+
+    def commit(self, offsets: Mapping[TP, int]) -> None:
         self.kafka.commit(offsets)
 
     def lag(self) -> int | None:
@@ -124,7 +129,7 @@ class _BatchSource:
         # nothing (Spark does), so it stays at the restart cursors of the last `start`.
         return self.kafka.lag(read_to=self._read_to())
 
-    def partition_lags(self, read_to: Mapping[int, int] | None = None) -> dict[int, int] | None:
+    def partition_lags(self, read_to: Mapping[TP, int] | None = None) -> dict[TP, int] | None:
         # Where the batches read to: this loop's windower is a batch's own (see `lag`).
         return self.kafka.partition_lags(read_to=self._read_to())
 
@@ -140,24 +145,25 @@ class BatchLoop(ControlLoop):
     """Runs batches until caught up (one batch, plus one per partition found meanwhile), a stop
     request (follow mode: a batch per flush interval with new records) or a failure."""
 
-    def __init__(self, kafka: KafkaSource, applier: Applier, progress: Progress, options: LoopOptions, *,
+    def __init__(self, kafka: KafkaSource, topic: str, applier: Applier, progress: Progress, options: LoopOptions, *,
                  read: Callable[[Mapping[int, tuple[int, int]], Mapping[int, int], int], SparkBatch],
                  scope_of: Callable[[DdlEvent], DdlScope], invalid_text: InvalidText,
                  event_filter: EventFilter | None = None, on_tick: Callable[[], None] | None = None) -> None:
         self.stats = WindowStats()
         self._filter = event_filter  # rows are filtered on the executors; DDLs here
         self.scope_of = scope_of
+        self.topic = topic
         self._source = _BatchSource(kafka, read_to=lambda: self.windower.next_offsets())
         self._read = read
         self._invalid_text = invalid_text
         partitions = list(progress.cursors)
         super().__init__(self._source, _no_decode, applier,
-                         BatchWindower(partitions, progress, scope_of, NoRows(), self.stats), options,
+                         BatchWindower(topic, partitions, progress, scope_of, NoRows(), self.stats), options,
                          on_tick=on_tick)
 
     def run(self) -> None:
         opts = self.options
-        last_end: dict[int, int] | None = None
+        last_end: dict[TP, int] | None = None
         down_since: float | None = None
         while True:
             started = time.monotonic()
@@ -189,7 +195,7 @@ class BatchLoop(ControlLoop):
             time.sleep(min(seconds, 0.2))
             seconds -= 0.2
 
-    def _ranges(self) -> tuple[list[int], dict[int, int], dict[int, int]]:
+    def _ranges(self) -> tuple[list[TP], dict[TP, int], dict[TP, int]]:
         """The partitions to read (the topic's, the known ones and those found while applying),
         where each starts (its restart cursor, else its earliest offset) and its end offset now."""
         kafka = self._source.kafka
@@ -200,9 +206,10 @@ class BatchLoop(ControlLoop):
         begins, ends = kafka.begin_offsets_at_start(), kafka.end_offsets_at_start()
         return partitions, {p: (cursors[p].offset if p in cursors else begins[p]) for p in partitions}, ends
 
-    def _batch(self, partitions: list[int], starts: Mapping[int, int], ends: Mapping[int, int]) -> None:
-        ranges = {p: (starts[p], ends[p]) for p in partitions if starts[p] < ends.get(p, 0)}
-        windower = BatchWindower(partitions, self.progress, self.scope_of, NoRows(), self.stats)
+    def _batch(self, partitions: list[TP], starts: Mapping[TP, int], ends: Mapping[TP, int]) -> None:
+        ranges = {p.partition: (starts[p], ends[p]) for p in partitions if starts[p] < ends.get(p, 0)}
+        topic = self.topic
+        windower = BatchWindower(topic, partitions, self.progress, self.scope_of, NoRows(), self.stats)
         self.windower = windower
         for p in partitions:
             windower.read_to(p, starts[p])
@@ -210,7 +217,8 @@ class BatchLoop(ControlLoop):
             self.apply_ready()
             return
         cursors = self.progress.cursors
-        batch = self._read(ranges, {p: cursors[p].watermark for p in ranges if p in cursors}, self.progress.applied_ts)
+        batch = self._read(ranges, {p: cursors[TP(topic, p)].watermark for p in ranges if TP(topic, p) in cursors},
+                           self.progress.applied_ts)
         failure: DecodeError | ClaimCheckError | None = None
         t0 = time.monotonic()
         try:
@@ -243,17 +251,18 @@ class BatchLoop(ControlLoop):
                 if failure is None:
                     failure = DecodeError(stop_text)
             batch.cut = cut
-            for p, records in control.events.items():
+            for part, records in control.events.items():
                 for offset, events in records:
-                    if offset < cut.get(p, offset + 1):
-                        windower.offer(p, offset, events if self._filter is None else self._filter.apply(events))
+                    if offset < cut.get(part, offset + 1):
+                        windower.offer(TP(topic, part), offset,
+                                       events if self._filter is None else self._filter.apply(events))
             batch.aggregate()
             kept = batch.drops.get(KEEP, 0)
             self.stats.rows += sum(batch.drops.values())
             self.stats.replays_dropped += batch.drops.get(REPLAY, 0)
             self.stats.already_applied += batch.drops.get(APPLIED, 0)
-            for p, (_, end) in ranges.items():
-                windower.read_to(p, cut.get(p, end))
+            for part, (_, end) in ranges.items():
+                windower.read_to(TP(topic, part), cut.get(part, end))
             windower.index = batch
             t_agg = time.monotonic()
             self.apply_ready()

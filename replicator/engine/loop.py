@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from replicator.engine.progress import Progress
+from replicator.engine.progress import TP, Progress
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, ReplicatorError, UnsupportedError
 from replicator.events import Event
@@ -45,14 +45,18 @@ class SystemClock:
 
 @runtime_checkable
 class PartitionDiscovery(Protocol):
-    """A source whose topic may gain partitions mid-run (Kafka; an archive's set is fixed)."""
+    """A source whose topics may gain partitions, or that may gain topics, mid-run (Kafka; an
+    archive's set is fixed)."""
 
-    def fresh_partitions(self) -> list[int] | None:
+    def fresh_partitions(self) -> list[TP] | None:
         """The partitions per metadata fetched now; None while it cannot be fetched (the source
         bounds that wait by its retry budget and raises KafkaSourceError past it)."""
 
-    def add_partitions(self, new: Sequence[int]) -> bool:
+    def add_partitions(self, new: Sequence[TP]) -> bool:
         """Start reading new partitions from their start; False when the broker does not answer."""
+
+    def read_to_end(self, topics: Sequence[str], read_to: Mapping[TP, int]) -> bool | None:
+        """Whether `topics` were read to their end offsets of now; None: the broker did not answer."""
 
 
 @runtime_checkable
@@ -150,14 +154,14 @@ class ControlLoop:
                         log.warning("dead-lettered %s: %s", where(rec), exc,
                                     extra={"position": position(rec.topic, rec.partition, rec.offset),
                                            "error": type(exc).__name__})
-                        windower.skip(rec.partition, rec.offset)
+                        windower.skip(TP(rec.topic, rec.partition), rec.offset)
                         continue
                     failure = exc if isinstance(exc, DecodeError) else DecodeError(str(exc))
                     if failure.position is None:
                         failure.at(where(rec))
                     break
                 self.counts.events += len(events)
-                windower.offer(rec.partition, rec.offset, events)
+                windower.offer(TP(rec.topic, rec.partition), rec.offset, events)
                 # Bound memory: apply complete windows as soon as the buffer is full.
                 if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
                     self.apply_ready()
@@ -228,15 +232,19 @@ class ControlLoop:
         self._commit(record)
 
     def partitions_known(self) -> bool:
-        """Whether every partition of the topic is being read, checked against fresh metadata.
+        """Whether every partition of every followed topic is being read, checked against fresh
+        metadata, and every quiet topic was read to its end.
 
         Why before every advance of the watermark: TiCDC writes a resolved ts R to a partition only
         after every row <= R reached every partition it writes to. A partition added to the topic
         (and used after a changefeed restart) may thus hold rows <= R while we have only read R on
         the old ones; applying up to R first would drop those rows as "already applied". Metadata
         fetched after R was read lists such a partition: it is then read from its start and the
-        watermark waits for its first resolved event (Windower.add_partition). False (do not apply
-        now) when the metadata cannot be fetched.
+        watermark waits for its first resolved event (Windower.add_partition). The same holds for a
+        topic created meanwhile (TiCDC creates a table's topic with its table). A quiet topic (its
+        tables dropped: no watermarks come) does not hold the window back, so whatever is on it now
+        must be read first: a row there below R, or the DDL that brings its table back. False (do
+        not apply now) when the metadata cannot be fetched or a quiet topic has unread records.
         """
         source = self.source
         if not isinstance(source, PartitionDiscovery):  # a finite source: all partitions known at start
@@ -244,15 +252,24 @@ class ControlLoop:
         parts = source.fresh_partitions()
         if parts is None:  # the source logs the wait once and bounds it by its retry budget
             return False
-        new = sorted(set(parts) - set(self.windower.partitions))
+        known = set(self.windower.partitions)
+        new = sorted(set(parts) - known)
         if new:
             if not source.add_partitions(new):
                 return False
+            topics = {p.topic for p in known}
             for p in new:
                 self.windower.add_partition(p)
-            log.warning("topic %s has new partition(s) %s: reading them from their start; applying waits for "
-                        "their first resolved event", self.source.name, new, extra={"partitions": new})
-        return True
+            fresh = sorted({p.topic for p in new} - topics)
+            if fresh:
+                log.info("new topic(s) %s: reading them from their start; applying waits for their first resolved "
+                         "event", ", ".join(fresh), extra={"topics": fresh})
+            grown = [str(p) for p in new if p.topic in topics]
+            if grown:
+                log.warning("new partition(s) %s: reading them from their start; applying waits for their first "
+                            "resolved event", ", ".join(grown), extra={"partitions": grown})
+        quiet = self.windower.excluded_topics()
+        return not quiet or bool(source.read_to_end(quiet, self.windower.next_offsets()))
 
     def _commit(self, record: StepRecord | None) -> None:
         changed = self.windower.checkpoint()
@@ -267,11 +284,11 @@ class ControlLoop:
         self.counts.watermark = progress.applied_ts
         offsets = progress.offsets()
         if record is not None:
-            _log_step(record, self.source.name, offsets)
+            _log_step(record, offsets)
         self.source.commit(offsets)
 
 
-def _log_step(record: StepRecord, topic: str, offsets: dict[int, int]) -> None:
+def _log_step(record: StepRecord, offsets: dict[TP, int]) -> None:
     """The step-applied line: INFO in JSON logs, DEBUG (-v) in human ones (logformat.event_level)."""
     level = event_level()
     if not log.isEnabledFor(level):
@@ -283,7 +300,7 @@ def _log_step(record: StepRecord, topic: str, offsets: dict[int, int]) -> None:
             record.get("applied_ts"), len(counts),
             extra={"step": record.get("step"), "kind": record.get("kind"), "watermark": record.get("applied_ts"),
                    "table": next(iter(counts)) if len(counts) == 1 else None, "counts": counts,
-                   "positions": [position(topic, p, o) for p, o in sorted(offsets.items())]})
+                   "positions": [position(p.topic, p.partition, o) for p, o in sorted(offsets.items())]})
 
 
 def where(rec: Record) -> str:

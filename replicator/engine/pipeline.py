@@ -33,7 +33,7 @@ from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.filtering import EventFilter, FilterCounts
 from replicator.engine.loop import ControlLoop, LoopOptions
 from replicator.engine.plan import RowSpan, Segment, StepPlan, plan_step
-from replicator.engine.progress import Progress
+from replicator.engine.progress import TP, Progress
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM, InlineExecutor, run_plan
 from replicator.engine.window import Step, Windower, collapse
 from replicator.errors import ConfigError, DdlError, ReplicatorError, SchemaError
@@ -69,7 +69,7 @@ class RunOptions:
     on_error: Literal["stop", "skip"] = "stop"
     on_ddl_error: Literal["stop", "skip"] = "stop"
     decode: DecodeOptions = field(default_factory=DecodeOptions)
-    start: Mapping[int, int] | Literal["earliest"] | None = None  # None: stored state (or earliest)
+    start: Mapping[TP, int] | Literal["earliest"] | None = None  # None: stored state (or earliest)
     max_buffer_rows: int = 200_000
     flush_interval_s: float = 2.0
     wait_for_lock: bool = False
@@ -347,7 +347,7 @@ class Engine:
         # Counted from what the loop has processed: records fetched but not yet decoded are lag too.
         lags = loop.source.partition_lags(read_to=windower.next_offsets())
         if lags:
-            m.kafka_lags(self.source.name, lags)
+            m.kafka_lags(lags)
 
     def _loop_options(self) -> LoopOptions:
         opts = self.options
@@ -376,18 +376,23 @@ class Engine:
         source, opts = self.source, self.options
         if not isinstance(source, KafkaSource):
             raise ConfigError("--reader spark reads a Kafka topic; archives are read with --reader driver")
+        topic = source.settings.single_topic
+        if topic is None:
+            raise ConfigError("--reader spark reads one topic; follow several topics (--topic given more than "
+                              "once, or --topic-pattern) with --reader driver")
         if opts.claim_check_storage is not None:
             raise ConfigError("--claim-check-storage needs --reader driver: the Spark reader does not resolve "
                               "claim-check references (TiCDC large messages)")
 
         def read(ranges: Mapping[int, tuple[int, int]], watermarks: Mapping[int, int], applied_ts: int) -> SparkBatch:
+            # one topic: the executors' reader keys everything by partition number
             batch = read_batch(self.applier.delta.spark, source.settings, ranges, protocol=opts.protocol,
                                options=opts.decode, watermarks=watermarks, applied_ts=applied_ts,
                                table_filter=opts.table_filter)
             self.applier.batch = batch
             return batch
 
-        return BatchLoop(source, self.applier, state.progress, self._loop_options(), read=read,
+        return BatchLoop(source, topic, self.applier, state.progress, self._loop_options(), read=read,
                          scope_of=ddl_scope, invalid_text=self.summary.invalid_text, event_filter=self._filter)
 
     def _summarise(self, loop: ControlLoop, elapsed: float) -> None:

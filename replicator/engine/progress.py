@@ -1,10 +1,11 @@
-"""Replication progress, owned in one place: the applied watermark, each partition's restart
-cursor and the DDL ledger.
+"""Replication progress, owned in one place: the applied watermark, each (topic, partition)'s
+restart cursor, the topics gone quiet and the DDL ledger.
 
 The windower updates it as steps are applied (`Windower.commit`, `Windower.checkpoint`); the
-warehouse's state file persists it (`replicator.delta.warehouse.State.progress`) in the flat
-``applied_ts`` / ``partitions`` / ``ddl_ledger`` shape that state.json has always had. Pure: no
-Spark, no Kafka.
+warehouse's state file persists it (`replicator.delta.warehouse.State.progress`) in flat fields:
+``applied_ts``, ``positions`` (topic -> partition -> cursor), ``quiet_topics`` (only when some
+are) and ``ddl_ledger``. A state written before several topics were followed kept one topic's
+cursors as ``partitions``; `from_wire` reads them as that topic's. Pure: no Spark, no Kafka.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from replicator.events import TP, TopicPartition
+
+__all__ = ["TP", "Cursor", "Progress", "TopicPartition"]
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
@@ -27,34 +31,44 @@ class Progress:
     """What is durably applied, and where each partition restarts so that re-reading reproduces it.
 
     `cursors` keeps insertion order (the order partitions became known), which is the order the
-    state file lists them in.
+    state file lists them in. `quiet_topics`: topics whose tables were all dropped (or renamed
+    away), with the commit ts of that DDL: TiCDC sends them no more watermarks, so they do not
+    hold the window back until rows or DDLs arrive on them again (engine/window.py).
     """
 
     applied_ts: int = 0
-    cursors: dict[int, Cursor] = field(default_factory=dict)
+    cursors: dict[TP, Cursor] = field(default_factory=dict)
     ddl_ledger: set[tuple[int, str]] = field(default_factory=set)
+    quiet_topics: dict[str, int] = field(default_factory=dict)
 
     # -- the state file's shape ------------------------------------------------------------------
     def to_wire(self) -> dict[str, Any]:
-        """The state.json fields: ``applied_ts``, ``partitions`` {"<p>": {offset, watermark}}, ``ddl_ledger``."""
-        return {
-            "applied_ts": self.applied_ts,
-            "partitions": {str(p): {"offset": c.offset, "watermark": c.watermark} for p, c in self.cursors.items()},
-            "ddl_ledger": [[ts, q] for ts, q in sorted(self.ddl_ledger)],
-        }
+        """The state.json fields: ``applied_ts``, ``positions`` {"<topic>": {"<p>": {offset, watermark}}},
+        ``quiet_topics`` {"<topic>": ts} (only when some are), ``ddl_ledger``."""
+        positions: dict[str, dict[str, dict[str, int]]] = {}
+        for tp, c in self.cursors.items():
+            positions.setdefault(tp.topic, {})[str(tp.partition)] = {"offset": c.offset, "watermark": c.watermark}
+        out: dict[str, Any] = {"applied_ts": self.applied_ts, "positions": positions}
+        if self.quiet_topics:
+            out["quiet_topics"] = dict(sorted(self.quiet_topics.items()))
+        out["ddl_ledger"] = [[ts, q] for ts, q in sorted(self.ddl_ledger)]
+        return out
 
     @classmethod
-    def from_wire(cls, applied_ts: int, partitions: Mapping[str, Mapping[str, int]],
-                  ddl_ledger: Iterable[tuple[int, str] | list[Any]]) -> Progress:
+    def from_wire(cls, applied_ts: int, positions: Mapping[str, Mapping[str, Mapping[str, int]]],
+                  ddl_ledger: Iterable[tuple[int, str] | list[Any]], *,
+                  quiet_topics: Mapping[str, int] | None = None) -> Progress:
         """Inverse of `to_wire` (values already type-checked by the state model)."""
         return cls(
             applied_ts=int(applied_ts),
-            cursors={int(p): Cursor(int(c["offset"]), int(c["watermark"])) for p, c in partitions.items()},
+            cursors={TP(t, int(p)): Cursor(int(c["offset"]), int(c["watermark"]))
+                     for t, parts in positions.items() for p, c in parts.items()},
             ddl_ledger={(int(ts), str(q)) for ts, q in ddl_ledger},
+            quiet_topics={str(t): int(ts) for t, ts in (quiet_topics or {}).items()},
         )
 
     # -- where a run starts ----------------------------------------------------------------------
-    def starting_at(self, start: Mapping[int, int] | Literal["earliest"] | None) -> Progress:
+    def starting_at(self, start: Mapping[TP, int] | Literal["earliest"] | None) -> Progress:
         """This progress with the restart cursors a run was told to use instead of the stored ones.
 
         "earliest" forgets every cursor (read each partition from its start); explicit offsets
@@ -63,13 +77,14 @@ class Progress:
         if start is None:
             return self
         if start == "earliest":
-            cursors: dict[int, Cursor] = {}
+            cursors: dict[TP, Cursor] = {}
         else:
             cursors = {p: Cursor(o, 0) for p, o in start.items()} | {
                 p: c for p, c in self.cursors.items() if p not in start
             }
-        return Progress(self.applied_ts, cursors, set(self.ddl_ledger))
+        # Quiet topics stay quiet: only rows or DDLs after their last table went away wake them.
+        return Progress(self.applied_ts, cursors, set(self.ddl_ledger), dict(self.quiet_topics))
 
-    def offsets(self) -> dict[int, int]:
+    def offsets(self) -> dict[TP, int]:
         """Restart offset per partition (what the consumer group is told)."""
         return {p: c.offset for p, c in self.cursors.items()}

@@ -2,8 +2,15 @@
 and where to restart after a crash. Pure logic (no Spark, no Kafka), property-tested.
 
 Semantics (the ordering TiCDC guarantees; README "How it works"):
+- Everything is keyed by (topic, partition): one replicator may follow many topics (TiCDC's
+  topic-per-table dispatch plus its default topic).
 - Partition watermark = highest resolved ts seen on that partition (never moves back).
-  Global watermark W = min over all partitions (0 until every partition has a resolved event).
+  Global watermark W = min over every partition of every active topic (0 until each of them has
+  a resolved event). A topic whose tables were all dropped (DROP TABLE / DROP DATABASE) or
+  renamed away is *quiet* from that DDL's commit ts on: TiCDC broadcasts watermarks only to the
+  topics of live tables (and the default topic), so it would hold W back forever. A row or DDL
+  with a later commit ts on it makes it active again. The loop makes this safe: before applying,
+  it checks that every quiet topic was read to its end (ControlLoop.partitions_known).
 - A row whose commit ts is <= its partition's watermark when it arrives is a replay: dropped, counted.
   A row whose commit ts is <= the warehouse's applied watermark is already applied: skipped, counted.
 - DDLs are broadcast to every partition (canal-json: sent to partition 0 only); applied once (dedupe
@@ -20,21 +27,41 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from replicator.delta.ddlparse.statements import parse_renames
 from replicator.engine.plan import EVERYTHING, DdlScope, Rows
-from replicator.engine.progress import Cursor, Progress
-from replicator.errors import SchemaError
+from replicator.engine.progress import TP, Cursor, Progress
+from replicator.errors import DdlError, SchemaError
 from replicator.events import Column, DdlEvent, Event, Op, Resolved, RowChange, Value
 
-__all__ = ["Change", "Cursor", "Progress", "Step", "WindowStats", "Windower", "collapse"]
+__all__ = ["TP", "Change", "Cursor", "Progress", "Step", "WindowStats", "Windower", "collapse", "tables_gone"]
 
 TableName = tuple[str, str]
+
+
+DROP_SCHEMA, DROP_TABLE, RENAME_TABLE = 2, 4, 14  # TiDB DDL codes after which a table's topic may go quiet
+
+
+def tables_gone(ddl: DdlEvent, known: Iterable[TableName]) -> set[TableName]:
+    """The tables a DDL takes away from their topics: dropped, renamed away (the new name has its
+    own topic), or in a dropped schema (of `known`). Pure."""
+    if ddl.ddl_type == DROP_TABLE:
+        return {(ddl.schema, ddl.table)}
+    if ddl.ddl_type == DROP_SCHEMA:
+        return {t for t in known if t[0] == ddl.schema}
+    if ddl.ddl_type == RENAME_TABLE:
+        try:
+            pairs = parse_renames(ddl.query)
+        except DdlError:
+            return set()
+        return {(old[0] or ddl.schema, old[1]) for old, _new in pairs}
+    return set()
 
 
 @dataclass(slots=True)
 class _Buffered:
     seq: int
     row: RowChange
-    partition: int
+    partition: TP
     offset: int
     wm_before: int
 
@@ -43,7 +70,7 @@ class _Buffered:
 class _PendingDdl:
     seq: int
     ddl: DdlEvent
-    copies: dict[int, tuple[int, int]]  # partition -> (offset, wm_before) of its first copy
+    copies: dict[TP, tuple[int, int]]  # partition -> (offset, wm_before) of its first copy
     scope: DdlScope
 
 
@@ -88,16 +115,19 @@ class Windower:
     the applied watermark and the DDL ledger, `checkpoint` the restart cursors.
     """
 
-    def __init__(self, partitions: Sequence[int], progress: Progress | None = None,
+    def __init__(self, partitions: Sequence[TP], progress: Progress | None = None,
                  scope_of: Callable[[DdlEvent], DdlScope] | None = None) -> None:
-        self.partitions: Sequence[int] = list(partitions)
+        self.partitions: Sequence[TP] = list(partitions)
         # Which tables a DDL holds back (delta/ddl/scope.py); by default every table.
         self.scope_of: Callable[[DdlEvent], DdlScope] = scope_of or (lambda _ddl: EVERYTHING)
         self.progress = progress if progress is not None else Progress()
         self.stats = WindowStats()
-        self._wm: dict[int, int] = {}
-        self._seen_resolved: set[int] = set()
-        self._next_offset: dict[int, int] = {}
+        self._wm: dict[TP, int] = {}
+        self._seen_resolved: set[TP] = set()
+        self._next_offset: dict[TP, int] = {}
+        # Tables seen per topic (rows and DDLs): a topic goes quiet once none of them is left.
+        self._topic_tables: dict[str, set[TableName]] = {}
+        self._counted: list[TP] | None = None  # the partitions W is the minimum over (cache)
         for p in self.partitions:
             self._add_partition(p)
         self._rows: dict[TableName, list[_Buffered]] = {}
@@ -113,24 +143,48 @@ class Windower:
     def ddl_ledger(self) -> set[tuple[int, str]]:
         return self.progress.ddl_ledger
 
-    def _add_partition(self, p: int) -> None:
+    @property
+    def quiet_topics(self) -> dict[str, int]:
+        """Topics that do not hold the window back (their tables are gone), with the DDL's ts."""
+        return self.progress.quiet_topics
+
+    def topics(self) -> list[str]:
+        return sorted({p.topic for p in self._wm})
+
+    def excluded_topics(self) -> list[str]:
+        """Quiet topics the window is not waiting for now: they must be read to their end before a
+        step is applied (a record behind their last read one may be a row below the watermark)."""
+        counted = self._counted_partitions()
+        if not counted or len(counted) == len(self._wm):
+            return []
+        return sorted({p.topic for p in self._wm} - {p.topic for p in counted})
+
+    def _add_partition(self, p: TP) -> None:
+        self._counted = None
         c = self.progress.cursors.get(p)
         self._wm[p] = c.watermark if c else 0
         if c and c.watermark > 0:
             self._seen_resolved.add(p)
         self._next_offset[p] = c.offset if c else 0
 
-    def add_partition(self, p: int) -> None:
-        """A partition added to the topic mid-stream (watermark 0 until its first resolved event)."""
+    def add_partition(self, p: TP) -> None:
+        """A partition (of a known topic or a new one) found mid-stream: watermark 0 until its
+        first resolved event."""
         if p not in self._wm:
             self.partitions = [*self.partitions, p]
             self._add_partition(p)
 
     # -- intake ------------------------------------------------------------------------------
-    def offer(self, partition: int, offset: int, events: Iterable[Event]) -> None:
+    def offer(self, partition: TP, offset: int, events: Iterable[Event]) -> None:
         """Take the decoded events of one record (all events of a record share its offset)."""
         wm_before = self._wm[partition]
+        quiet = self.progress.quiet_topics
         for ev in events:
+            if quiet and not isinstance(ev, Resolved) and partition.topic in quiet:
+                ts = ev.commit_ts
+                if ts > quiet[partition.topic]:  # a table of it is back (CREATE, RECOVER, rows)
+                    del quiet[partition.topic]
+                    self._counted = None
             if isinstance(ev, Resolved):
                 self.stats.resolved += 1
                 self._seen_resolved.add(partition)
@@ -144,19 +198,22 @@ class Windower:
                     self.stats.already_applied += 1
                 else:
                     self._seq += 1
-                    buf = self._rows.setdefault((ev.schema, ev.table), [])
+                    name = (ev.schema, ev.table)
+                    self._topic_tables.setdefault(partition.topic, set()).add(name)
+                    buf = self._rows.setdefault(name, [])
                     buf.append(_Buffered(self._seq, ev, partition, offset, wm_before))
                     self._buffered += 1
             else:
                 self._offer_ddl(ev, partition, offset, wm_before)
         self._next_offset[partition] = offset + 1
 
-    def skip(self, partition: int, offset: int) -> None:
+    def skip(self, partition: TP, offset: int) -> None:
         """Record a message consumed without events (e.g. dead-lettered with --on-error skip)."""
         self._next_offset[partition] = offset + 1
 
-    def _offer_ddl(self, ddl: DdlEvent, partition: int, offset: int, wm_before: int) -> None:
+    def _offer_ddl(self, ddl: DdlEvent, partition: TP, offset: int, wm_before: int) -> None:
         self.stats.ddl_events += 1
+        self._note_tables(ddl, partition.topic)
         key = (ddl.commit_ts, ddl.query)
         if ddl.commit_ts < self.applied_ts or key in self.ddl_ledger or not ddl.query.strip():
             self.stats.ddl_duplicates += 1
@@ -169,15 +226,42 @@ class Windower:
             self.stats.ddl_duplicates += 1
             pending.copies.setdefault(partition, (offset, wm_before))
 
+    def _note_tables(self, ddl: DdlEvent, topic: str) -> None:
+        """Which tables each topic carries, and which topics a DDL leaves without any (quiet)."""
+        if ddl.table and ddl.ddl_type != RENAME_TABLE:  # a RENAME's name may be the new one (its own topic)
+            self._topic_tables.setdefault(topic, set()).add((ddl.schema, ddl.table))
+        gone = tables_gone(ddl, {t for ts in self._topic_tables.values() for t in ts})
+        if not gone:
+            return
+        for t, tables in self._topic_tables.items():
+            if tables & gone:
+                tables -= gone
+                if not tables and self.progress.quiet_topics.get(t, -1) < ddl.commit_ts:
+                    self.progress.quiet_topics[t] = ddl.commit_ts
+                    self._counted = None
+
     # -- watermarks --------------------------------------------------------------------------
+    def _counted_partitions(self) -> list[TP]:
+        if self._counted is None:
+            quiet = self.progress.quiet_topics
+            self._counted = [p for p in self._wm if p.topic not in quiet]
+        return self._counted
+
     @property
     def watermark(self) -> int:
-        """Global watermark W: min partition watermark; 0 until every partition has resolved."""
-        if not self._wm or len(self._seen_resolved) < len(self._wm):
+        """Global watermark W: min watermark over the partitions of the active (not quiet) topics;
+        0 until each of them has resolved."""
+        wm, seen = self._wm, self._seen_resolved
+        counted = self._counted_partitions()
+        if len(counted) == len(wm) or not counted:  # every topic quiet: they all count again
+            if not wm or len(seen) < len(wm):
+                return 0
+            return min(wm.values())
+        if not seen.issuperset(counted):
             return 0
-        return min(self._wm.values())
+        return min(wm[p] for p in counted)
 
-    def partition_watermarks(self) -> dict[int, int]:
+    def partition_watermarks(self) -> dict[TP, int]:
         return dict(self._wm)
 
     @property
@@ -229,7 +313,7 @@ class Windower:
                  for b in buf if ts < b.row.commit_ts <= hi]
         return min(after) if after else None
 
-    def _row_restart_points(self) -> Iterable[tuple[int, int, int]]:
+    def _row_restart_points(self) -> Iterable[tuple[TP, int, int]]:
         """(partition, offset, watermark before it) of every buffered row."""
         for buf in self._rows.values():
             for b in buf:
@@ -275,11 +359,11 @@ class Windower:
         self.progress.cursors = cursors
         return True
 
-    def restart_cursors(self) -> dict[int, Cursor]:
+    def restart_cursors(self) -> dict[TP, Cursor]:
         """Per partition: the oldest offset holding an unapplied event (with the watermark before it)."""
-        best: dict[int, tuple[int, int]] = {}
+        best: dict[TP, tuple[int, int]] = {}
 
-        def consider(p: int, off: int, wm: int) -> None:
+        def consider(p: TP, off: int, wm: int) -> None:
             cur = best.get(p)
             if cur is None or off < cur[0]:
                 best[p] = (off, wm)
@@ -289,7 +373,7 @@ class Windower:
         for pending in self._ddls.values():
             for p, (off, wm) in pending.copies.items():
                 consider(p, off, wm)
-        out: dict[int, Cursor] = {}
+        out: dict[TP, Cursor] = {}
         for p in self._wm:
             if p in best:
                 out[p] = Cursor(*best[p])
@@ -297,7 +381,7 @@ class Windower:
                 out[p] = Cursor(self._next_offset[p], self._wm[p])
         return out
 
-    def next_offsets(self) -> dict[int, int]:
+    def next_offsets(self) -> dict[TP, int]:
         """Next offset to read per partition (the consumer's position as the windower saw it)."""
         return dict(self._next_offset)
 

@@ -45,6 +45,9 @@ class SimConfig:
     compression: str = "none"
     claim_check_dir: str | None = None
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    # a table the plan drops is created again later (False: it stays dropped, e.g. so that its
+    # topic stays quiet in a topic-per-table dispatch, sim/topics.py)
+    recreate_dropped: bool = True
 
     def __post_init__(self) -> None:
         if self.compression not in ("none", "lz4", "snappy"):

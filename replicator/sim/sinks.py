@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.sim.stream import Simulation
+
+if TYPE_CHECKING:
+    from replicator.sim.topics import TopicMessage
 
 
 @dataclass
@@ -120,3 +124,34 @@ def write_archive(sim: Simulation, directory: str | Path, topic: str, *, rotate_
                                 timestamp_ms=m.timestamp_ms, key=m.key, value=m.value, protocol=sim.config.protocol)
             counts[m.partition] += 1
     return SinkReport(counts, time.monotonic() - started, f"archive {out}")
+
+
+def produce_topics(records: Iterable[TopicMessage], bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
+    """Produce a topic-per-table stream (`TopicDispatch.records()`, or part of it): each topic is
+    created (empty, `partitions` partitions) right before its first record, as TiCDC creates a
+    table's topic when the table is created. Returns the records sent per (topic, partition)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=1 << 20,
+                             max_request_size=32 << 20, enable_idempotence=True, client_id="replicator-simulate")
+    sent: dict[tuple[str, int], int] = {}
+    created: set[str] = set()
+    failures: list[BaseException] = []
+    try:
+        for topic, m in records:
+            if topic not in created:
+                created.add(topic)
+                producer.flush()  # what precedes it is on the broker before the new topic appears
+                with contextlib.suppress(ConfigError):  # produced in parts: it exists, not empty
+                    ensure_topic(bootstrap, topic, partitions)
+            producer.send(topic, key=m.key, value=m.value, partition=m.partition).add_errback(failures.append)
+            sent[(topic, m.partition)] = sent.get((topic, m.partition), 0) + 1
+        producer.flush()
+    except KafkaError as exc:
+        raise ReplicatorError(f"producing the topic-per-table stream on {bootstrap} failed: {exc}") from None
+    finally:
+        producer.close()
+    if failures:
+        raise ReplicatorError(f"{len(failures)} record(s) were not acknowledged by {bootstrap}: {failures[0]}")
+    return sent

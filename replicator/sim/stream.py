@@ -175,7 +175,7 @@ class Simulation:
                 continue
             idx = n - 1 if target < 0 else target % n
             plan.append((int(frac * self.config.events), kind, idx))
-            if kind == "drop_table":
+            if kind == "drop_table" and self.config.recreate_dropped:
                 plan.append((int(0.8 * self.config.events), "recreate_table", idx))
         return sorted(plan, key=lambda x: x[0])
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from replicator.errors import ConfigError, DecodeError, FrameError, KafkaSourceError, TruncatedFrameError
+from replicator.events import TP
 from replicator.formats.archive import ArchivedRecord, ArchiveFile, archive_path, read_archive
 from replicator.sources.kafka import Record
 
@@ -115,11 +116,15 @@ class ArchiveSource:
         self._consumed = 0
         self.skipped = 0
 
-    def partitions(self) -> list[int]:
-        return sorted(self.scan.partitions)
+    def partitions(self) -> list[TP]:
+        return [TP(self.name, p) for p in sorted(self.scan.partitions)]
 
-    def start(self, positions: Mapping[int, int | None]) -> None:
-        for p, pos in positions.items():
+    def start(self, positions: Mapping[TP, int | None]) -> None:
+        """Positions of other topics than the archived one are ignored (none can be read here)."""
+        for tp, pos in positions.items():
+            p = tp.partition
+            if tp.topic != self.name:
+                continue
             span = self.scan.partitions.get(p)
             if pos is not None and span is not None and pos < span.first:
                 raise KafkaSourceError(
@@ -160,13 +165,13 @@ class ArchiveSource:
     def caught_up(self) -> bool:
         return self._done
 
-    def commit(self, offsets: Mapping[int, int]) -> None:
+    def commit(self, offsets: Mapping[TP, int]) -> None:
         """Nothing to publish: an archive has no consumer group (the warehouse state is the progress)."""
 
     def lag(self) -> int | None:
         return max(0, self.scan.records - self._consumed)
 
-    def partition_lags(self, read_to: Mapping[int, int] | None = None) -> dict[int, int] | None:
+    def partition_lags(self, read_to: Mapping[TP, int] | None = None) -> dict[TP, int] | None:
         """An archive is read in its own order, not per partition: no per-partition lag."""
         return None
 

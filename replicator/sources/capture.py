@@ -36,6 +36,7 @@ from typing import Any, Literal
 from replicator import __version__
 from replicator._proto import archive_pb2
 from replicator.errors import ConfigError, DecodeError
+from replicator.events import TP
 from replicator.formats.archive import (
     DEFAULT_ROTATE_BYTES,
     RECORD_TAG,
@@ -198,7 +199,8 @@ class Capture:
         summary = CaptureSummary(o.topic, o.out, o.protocol)
         source = self._source()
         try:
-            parts = source.partitions()
+            topic = o.topic
+            parts = [tp.partition for tp in source.partitions()]  # one topic: capture keys by partition
             if isinstance(o.start, Mapping) and set(o.start) - set(parts):
                 raise ConfigError(f"--from-offsets names partitions {sorted(set(o.start) - set(parts))} that topic "
                                   f"{o.topic!r} does not have")
@@ -221,8 +223,10 @@ class Capture:
                     summary.protocol = archived_protocol
                 elif archived_protocol is not None and archived_protocol != summary.protocol:
                     raise ConfigError(f"{o.out} archives {archived_protocol} records, not {summary.protocol}")
-                begin = source.earliest_offsets(parts)
-                committed = source.committed_offsets(parts) if o.group_id else {}
+                tps = [TP(topic, p) for p in parts]
+                begin = {tp.partition: off for tp, off in source.earliest_offsets(tps).items()}
+                committed = ({tp.partition: off for tp, off in source.committed_offsets(tps).items()}
+                             if o.group_id else {})
                 for p in parts:
                     pos, origin = self._start_for(p, resume, committed, begin[p])
                     if pos < begin[p]:
@@ -230,7 +234,7 @@ class Capture:
                                     p, pos, begin[p] - 1, begin[p])
                         pos, origin = begin[p], origin + ", moved to the earliest retained offset"
                     summary.partitions[p] = PartitionCapture(start=pos, origin=origin)
-                source.start({p: pc.start for p, pc in summary.partitions.items()})
+                source.start({TP(topic, p): pc.start for p, pc in summary.partitions.items()})
                 with _stop_on_signals(self.stop):
                     self._loop(source, writer, summary)
             finally:
@@ -289,7 +293,7 @@ class Capture:
               summary: CaptureSummary) -> None:
         o = self.options
         parts = summary.partitions
-        end = source.end_offsets_at_start()
+        end = {tp.partition: off for tp, off in source.end_offsets_at_start().items()}
         last_flush = time.monotonic()
         unflushed = 0
 
@@ -330,9 +334,10 @@ class Capture:
             return
         if isinstance(writer, StagedArchiveWriter):
             if writer.durable:
-                source.commit(dict(writer.durable))
+                source.commit({TP(self.options.topic, p): off for p, off in writer.durable.items()})
         else:
-            source.commit({p: pc.last + 1 for p, pc in summary.partitions.items() if pc.records})
+            source.commit({TP(self.options.topic, p): pc.last + 1 for p, pc in summary.partitions.items()
+                           if pc.records})
 
 
 def capture(options: CaptureOptions) -> CaptureSummary:

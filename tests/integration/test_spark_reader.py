@@ -37,7 +37,7 @@ def _progress(wh: Path) -> dict[str, Any]:
     wire = Warehouse(wh).load_state()
     tables = sorted((e.schema_name, e.table, tuple(e.key), json.dumps(e.spec["columns"], sort_keys=True))
                     for e in wire.tables.values() if e.status == "live")
-    return {"applied_ts": state["applied_ts"], "partitions": state["partitions"],
+    return {"applied_ts": state["applied_ts"], "positions": state["positions"],
             "ddl_ledger": state["ddl_ledger"], "tables": tables}
 
 

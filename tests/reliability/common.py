@@ -70,8 +70,9 @@ def cli_env(**extra: str) -> dict[str, str]:
 def start_run(bootstrap: str, topic: str, wh: Path, protocol: str, *args: str, fault: str | None = None,
               log: Path | None = None) -> subprocess.Popen[bytes]:
     """`replicator run --until-caught-up` in its own process group (so the JVM child can be killed
-    with it); stderr to `log`."""
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
+    with it); stderr to `log`. `topic` "~REGEX": `--topic-pattern REGEX` instead of `--topic`."""
+    which = ["--topic-pattern", topic[1:]] if topic.startswith("~") else ["--topic", topic]
+    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, *which,
            "--protocol", protocol, "--warehouse", str(wh), "--until-caught-up", *args]
     env = cli_env(**({"REPLICATOR_FAULT": fault} if fault else {}))
     err = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - handed to the child

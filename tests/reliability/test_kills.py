@@ -18,7 +18,10 @@ from replicator.delta.merge import DeltaApplier
 from replicator.delta.warehouse import Warehouse, table_uid
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
+from replicator.sim.sinks import produce_topics
+from replicator.sim.topics import TopicDispatch
 from tests.integration.helpers import produce, produce_stream, run_engine
+from tests.integration.test_topics import LAYOUT_DDL
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import SOAK, assert_model_state, kill_group, size, start_run, steps_done, tail, wait_for
 from tests.streamgen import SCHEMA, generate
@@ -121,6 +124,42 @@ def test_sigkill_at_random_instants_of_a_ddl_stream(kafka_bootstrap: str, spark:
     assert final.wait(timeout=1200) == 0, tail(log)
     assert check_warehouse(spark, wh, sim.expected) == []
     assert sum(landed.values()) >= kills - (kills // 4), f"only {dict(landed)} of {kills} kills landed"
+
+
+def test_sigkill_at_random_instants_of_a_topic_per_table_changefeed(kafka_bootstrap: str, spark: Any,
+                                                                    tmp_path: Path) -> None:
+    """Several topics: a changefeed dispatched one topic per table plus a default topic (a table
+    created mid-stream, one dropped for good, one renamed), followed by --topic-pattern, killed at
+    random instants; every rerun continues from the per-(topic, partition) positions and the
+    quiet topics it stored, and the last one ends exactly as the simulator says."""
+    kills = size(2, 12)
+    sim = Simulation(SimConfig(protocol="open", seed=43, events=size(300, 5000), partitions=2, tables=4,
+                               ddl=LAYOUT_DDL, recreate_dropped=False))
+    dispatch = TopicDispatch(sim, prefix=f"relk{random.Random().randrange(1 << 30):x}_")
+    produce_topics(dispatch.records(), kafka_bootstrap, dispatch.partitions)
+    pattern = f"~{dispatch.prefix}.*"
+    wh, log = tmp_path / "wh", tmp_path / "runs.log"
+    args = ("--max-buffer-rows", "60", "--group-id", "rel-kills-topics")
+    rnd = random.Random(4343)
+    landed: Counter[str] = Counter()
+    for _ in range(kills):
+        before = steps_done(wh)
+        proc = start_run(kafka_bootstrap, pattern, wh, "open", *args, log=log)
+        wait_for("the run to apply a step", lambda: proc.poll() is not None or steps_done(wh) > before,  # noqa: B023
+                 timeout=600)
+        time.sleep(rnd.uniform(0.0, 3.0))
+        if proc.poll() is not None:
+            assert proc.returncode == 0, tail(log)
+            break
+        kill_group(proc)
+        landed["tables ahead of progress" if _tables_ahead_of_progress(spark, wh) else "at a step boundary"] += 1
+    print(f"\nkills: {dict(landed)}")
+    final = start_run(kafka_bootstrap, pattern, wh, "open", *args, log=log)
+    assert final.wait(timeout=1200) == 0, tail(log)
+    assert check_warehouse(spark, wh, sim.expected) == []
+    state = Warehouse(wh).load_state()
+    assert {tp.topic for tp in state.progress.cursors} == set(dispatch.topics())
+    assert sum(landed.values()) >= 1, f"no kill landed: {dict(landed)}"
 
 
 def test_crash_inside_create_table_leaves_no_phantom_table(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:

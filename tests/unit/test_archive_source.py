@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from replicator.errors import ConfigError, FrameError, KafkaSourceError, TruncatedFrameError
+from replicator.events import TP
 from replicator.formats.archive import ArchiveWriter, inspect, list_archive_files, read_archive
 from replicator.sim.simulate import SimConfig, Simulation, write_archive
 from replicator.sources.archive import ArchiveSource, scan_archive
@@ -31,16 +32,16 @@ def test_reads_every_record_in_order(tmp_path: Path) -> None:
     assert len(list_archive_files(tmp_path / "a")) > 1  # rotated: the reader follows the Chain frames
     src = ArchiveSource(tmp_path / "a", poll_max_records=50)
     assert src.name == "cdc-topic" and src.protocol == "craft"
-    assert src.partitions() == [0, 1, 2]
+    assert src.partitions() == [TP("cdc-topic", p) for p in (0, 1, 2)]
     assert src.lag() == sum(sim.stats.messages.values())
-    src.start({0: None, 1: None, 2: None})
+    src.start({TP("cdc-topic", 0): None, TP("cdc-topic", 1): None, TP("cdc-topic", 2): None})
     got = drain(src)
     assert len(got) == sum(sim.stats.messages.values())
     for p in range(3):
         offs = [o for q, o in got if q == p]
         assert offs == list(range(len(offs)))
     assert src.lag() == 0 and src.poll() == []
-    src.commit({0: 1})  # a no-op
+    src.commit({TP("cdc-topic", 0): 1})  # a no-op
     src.close()
 
 
@@ -53,7 +54,7 @@ def test_start_positions_and_overlapping_captures(tmp_path: Path) -> None:
                 w.write_record(topic=rec.topic, partition=0, offset=rec.offset, timestamp_ms=rec.timestamp_ms,
                                key=rec.key, value=rec.value, protocol=rec.protocol)
     src = ArchiveSource([tmp_path / "a", tmp_path / "b"])
-    src.start({0: 10, 1: None, 2: 3})
+    src.start({TP("cdc-topic", 0): 10, TP("cdc-topic", 1): None, TP("cdc-topic", 2): 3})
     got = drain(src)
     p0 = [o for p, o in got if p == 0]
     assert p0[0] == 10 and p0 == sorted(set(p0))
@@ -70,7 +71,7 @@ def test_missing_start_offset_is_an_error(tmp_path: Path) -> None:
                                timestamp_ms=rec.timestamp_ms, key=rec.key, value=rec.value, protocol=rec.protocol)
     src = ArchiveSource(tmp_path / "late")
     with pytest.raises(KafkaSourceError, match="archive starts at offset 4"):
-        src.start({0: 2, 1: None, 2: None})
+        src.start({TP("cdc-topic", 0): 2, TP("cdc-topic", 1): None, TP("cdc-topic", 2): None})
 
 
 def test_mixed_topics_and_empty_archives_are_refused(tmp_path: Path) -> None:
@@ -122,7 +123,7 @@ def test_corruption_after_the_first_pass_stops_the_poll(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[bad["offset"] + bad["size"] - 6] ^= 0x01
     path.write_bytes(bytes(data))
-    src.start({0: None, 1: None, 2: None})
+    src.start({TP("cdc-topic", 0): None, TP("cdc-topic", 1): None, TP("cdc-topic", 2): None})
     delivered = 0
     with pytest.raises(FrameError, match="bad CRC"):
         while True:

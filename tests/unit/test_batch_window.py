@@ -14,7 +14,7 @@ from replicator.engine.batch import BatchWindower
 from replicator.engine.plan import DdlScope, RowSpan, TableName
 from replicator.engine.progress import Progress
 from replicator.engine.window import Step, Windower, WindowStats
-from replicator.events import Resolved, RowChange
+from replicator.events import TP, Resolved, RowChange
 from tests.streamgen import generate, interleave
 
 
@@ -35,7 +35,7 @@ class MemoryIndex:
         return [(p, o, wm) for _, t, p, o, wm in self.rows if t > above]
 
 
-def _steps(w: Windower) -> list[tuple[int, tuple[str, ...], list[TableName], dict[int, tuple[int, int]]]]:
+def _steps(w: Windower) -> list[tuple[int, tuple[str, ...], list[TableName], dict[TP, tuple[int, int]]]]:
     out = []
     while (step := w.next_step()) is not None:
         tables = sorted(step.rows)
@@ -52,17 +52,18 @@ def test_the_same_steps_and_cursors_as_the_driver_readers_windower(seed: int, cu
     stream = generate(seed, n_txn=40, n_partitions=3, n_tables=3, truncate_prob=truncate)
     arrivals = interleave(stream, seed)
     arrivals = arrivals[: max(1, int(len(arrivals) * cut))]  # what a batch read so far
-    driver = Windower([0, 1, 2], Progress(), scope_of=ddl_scope)
+    parts = [TP("t", p) for p in range(3)]
+    driver = Windower(parts, Progress(), scope_of=ddl_scope)
     for p, o, ev in arrivals:
-        driver.offer(p, o, [ev])
-    kept = [(table, b.row.commit_ts, b.partition, b.offset, b.wm_before)
+        driver.offer(TP("t", p), o, [ev])
+    kept = [(table, b.row.commit_ts, b.partition.partition, b.offset, b.wm_before)
             for table, buf in driver._rows.items() for b in buf]
-    batch = BatchWindower([0, 1, 2], Progress(), ddl_scope, MemoryIndex(kept), WindowStats())
+    batch = BatchWindower("t", parts, Progress(), ddl_scope, MemoryIndex(kept), WindowStats())
     for p, o, ev in arrivals:
         if not isinstance(ev, RowChange):
-            batch.offer(p, o, [ev])
-    for p in range(3):
-        batch.read_to(p, driver.next_offsets()[p])
+            batch.offer(TP("t", p), o, [ev])
+    for tp in parts:
+        batch.read_to(tp, driver.next_offsets()[tp])
     got, want = _steps(batch), _steps(driver)
     assert got == want
     for step in got:
@@ -71,7 +72,7 @@ def test_the_same_steps_and_cursors_as_the_driver_readers_windower(seed: int, cu
 
 def test_a_span_step_names_its_commit_ts_range() -> None:
     index = MemoryIndex([(("s", "a"), 5, 0, 0, 0), (("s", "b"), 9, 0, 1, 0)])
-    w = BatchWindower([0], Progress(), ddl_scope, index, WindowStats())
-    w.offer(0, 2, [Resolved(7)])
+    w = BatchWindower("t", [TP("t", 0)], Progress(), ddl_scope, index, WindowStats())
+    w.offer(TP("t", 0), 2, [Resolved(7)])
     step = w.next_step()
     assert isinstance(step, Step) and step.rows == {("s", "a"): RowSpan(0, 7)}  # b's row is above the watermark

@@ -28,7 +28,7 @@ from replicator.codec.values import DecodeOptions
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.window import Windower, collapse
 from replicator.errors import DecodeError
-from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
 from replicator.formats.archive import read_archive
 from replicator.sim.columns import f32
 from replicator.sim.model import SimConfig
@@ -337,7 +337,7 @@ def _feed(windower: Windower, records: Iterable[tuple[int, list[Event]]], start:
     offsets = {0: 0, 1: 0, 2: 0}
     for p, events in records:
         if offsets[p] >= start.get(p, 0):
-            windower.offer(p, offsets[p], events)
+            windower.offer(TP("sim", p), offsets[p], events)
         offsets[p] += 1
 
 
@@ -346,7 +346,7 @@ def _ts(step: Any) -> list[int]:
 
 
 def test_ddl_on_partition_zero_only_is_an_exact_barrier_for_every_partition() -> None:
-    w = Windower([0, 1, 2], scope_of=ddl_scope)
+    w = Windower([TP("sim", 0), TP("sim", 1), TP("sim", 2)], scope_of=ddl_scope)
     _feed(w, RECORDS[:6], {})
     assert w.next_step() is None  # partitions 1 and 2 are at 40, partition 0 unread: nothing is complete
     _feed(w, RECORDS, {1: 3, 2: 3})
@@ -358,23 +358,23 @@ def test_ddl_on_partition_zero_only_is_an_exact_barrier_for_every_partition() ->
 
 
 def test_restart_cursors_around_a_ddl_seen_on_partition_zero_only() -> None:
-    w = Windower([0, 1, 2], scope_of=ddl_scope)
+    w = Windower([TP("sim", 0), TP("sim", 1), TP("sim", 2)], scope_of=ddl_scope)
     _feed(w, RECORDS, {})
     assert w.checkpoint()
     # Nothing applied yet: every partition restarts at its first record (partition 0 at its row before the DDL).
-    assert {p: c.offset for p, c in w.progress.cursors.items()} == {0: 0, 1: 0, 2: 0}
+    assert {p.partition: c.offset for p, c in w.progress.cursors.items()} == {0: 0, 1: 0, 2: 0}
     first = w.next_step()
     assert first is not None
     w.commit(first)
     w.checkpoint()
     # The DDL is applied: partition 0 restarts after it, at its next row; 1 and 2 at their rows after 21.
-    assert {p: c.offset for p, c in w.progress.cursors.items()} == {0: 2, 1: 1, 2: 1}
-    restarted = Windower([0, 1, 2], progress=w.progress, scope_of=ddl_scope)
-    _feed(restarted, RECORDS, {p: c.offset for p, c in w.progress.cursors.items()})
+    assert {p.partition: c.offset for p, c in w.progress.cursors.items()} == {0: 2, 1: 1, 2: 1}
+    restarted = Windower([TP("sim", 0), TP("sim", 1), TP("sim", 2)], progress=w.progress, scope_of=ddl_scope)
+    _feed(restarted, RECORDS, {p.partition: c.offset for p, c in w.progress.cursors.items()})
     again = restarted.next_step()
     assert again is not None and again.ddls == () and _ts(again) == [22, 25, 30]
     # A kill before the first step's commit: re-reading from the first cursors gives the same first step.
-    fresh = Windower([0, 1, 2], scope_of=ddl_scope)
+    fresh = Windower([TP("sim", 0), TP("sim", 1), TP("sim", 2)], scope_of=ddl_scope)
     _feed(fresh, RECORDS, {})
     replay = fresh.next_step()
     assert replay is not None and replay.ddls == (ADD,) and _ts(replay) == [12, 15, 18]
@@ -397,11 +397,11 @@ def _records(stream: list[tuple[int, Event]], protocol: str) -> list[tuple[int, 
 def _replicate(records: list[tuple[int, bytes | None, bytes]], protocol: str, partitions: int) -> Any:
     codec = codec_for(protocol)
     options = DecodeOptions(state=CodecState())  # Simple: the run's schema cache
-    windower = Windower(list(range(partitions)), scope_of=ddl_scope)
+    windower = Windower([TP("sim", p) for p in range(partitions)], scope_of=ddl_scope)
     wh = MemoryWarehouse()
     offsets = [0] * partitions
     for i, (p, key, value) in enumerate(records):
-        windower.offer(p, offsets[p], codec.decode(key, value, options=options,
+        windower.offer(TP("sim", p), offsets[p], codec.decode(key, value, options=options,
                                                    position=Position("sim", p, offsets[p])))
         offsets[p] += 1
         if i % 29 == 0 or i == len(records) - 1:

@@ -39,7 +39,7 @@ def test_flag_beats_env_beats_config(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("REPLICATOR_WAREHOUSE", "/env/wh")
     s = parse(["run", "--config", str(cfg), "--warehouse", "/flag/wh"])
     assert s.warehouse == "/flag/wh"
-    assert s.topic == "env-topic"
+    assert s.topic == ["env-topic"]
     assert s.bootstrap_servers == "cfg:1"
     assert s.protocol == "craft"
     assert s.max_buffer_rows == 77  # a key spelled like the flag works too
@@ -451,7 +451,7 @@ def test_unknown_environment_variable_warns_once(monkeypatch: pytest.MonkeyPatch
     with caplog.at_level("WARNING", logger="replicator"):
         s = load_settings({})
         load_settings({})  # once per process
-    assert s.until_caught_up is False and s.topic == "t"  # a warning, not an error, and not a setting
+    assert s.until_caught_up is False and s.topic == ["t"]  # a warning, not an error, and not a setting
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
         ("replicator", "WARNING", "REPLICATOR_SPARK_MASTR is not a replicator setting "
                                   "(did you mean REPLICATOR_SPARK_MASTER?)"),

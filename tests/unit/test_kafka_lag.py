@@ -14,6 +14,7 @@ from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.batch import BatchLoop
 from replicator.engine.loop import LoopOptions
 from replicator.engine.progress import Cursor, Progress
+from replicator.events import TP
 from replicator.sources.kafka import KafkaSource, kafka_lag
 
 
@@ -41,7 +42,7 @@ def _source(ends: Mapping[int, int], positions: Mapping[int, int]) -> KafkaSourc
     """A KafkaSource past `start`: these end offsets seen, its consumer at these positions."""
     src = KafkaSource.__new__(KafkaSource)
     src._tps = [TopicPartition("t", p) for p in sorted(ends)]
-    src._latest_end = dict(ends)
+    src._latest_end = {TP("t", p): e for p, e in ends.items()}
     src._consumer = _Consumer(positions)
     return src
 
@@ -55,8 +56,8 @@ def test_a_lag_read_elsewhere_counts_from_where_it_was_read_to() -> None:
     # to their ends. Partitions the reader does not name count from the consumer's position.
     src = _source({0: 100, 1: 50, 2: 9}, {0: 0, 1: 0, 2: 4})
     assert src.lag() == 155
-    assert src.lag(read_to={0: 100, 1: 50}) == 5
-    assert src.lag(read_to={0: 100, 1: 50, 2: 9}) == 0
+    assert src.lag(read_to={TP("t", 0): 100, TP("t", 1): 50}) == 5
+    assert src.lag(read_to={TP("t", 0): 100, TP("t", 1): 50, TP("t", 2): 9}) == 0
 
 
 class _Kafka:
@@ -64,21 +65,21 @@ class _Kafka:
 
     def __init__(self) -> None:
         self.name = "t"
-        self.asked: list[dict[int, int] | None] = []
+        self.asked: list[dict[TP, int] | None] = []
 
-    def lag(self, read_to: Mapping[int, int] | None = None) -> int:
+    def lag(self, read_to: Mapping[TP, int] | None = None) -> int:
         self.asked.append(dict(read_to) if read_to is not None else None)
         return 0
 
 
 def test_the_spark_readers_lag_is_measured_from_its_windowers_read_offsets() -> None:
     kafka = _Kafka()
-    progress = Progress(cursors={0: Cursor(40, 0), 1: Cursor(7, 0)})
-    loop = BatchLoop(cast(Any, kafka), cast(Any, None), progress, LoopOptions(until_caught_up=True),
+    progress = Progress(cursors={TP("t", 0): Cursor(40, 0), TP("t", 1): Cursor(7, 0)})
+    loop = BatchLoop(cast(Any, kafka), "t", cast(Any, None), progress, LoopOptions(until_caught_up=True),
                      read=cast(Any, None), scope_of=ddl_scope, invalid_text=InvalidText())
     assert loop.source.lag() == 0
-    assert kafka.asked[-1] == {0: 40, 1: 7}  # before any batch: the restart cursors
-    loop.windower.read_to(0, 100)  # what a batch does once read (engine/batch.py `_batch`)
-    loop.windower.read_to(1, 50)
+    assert kafka.asked[-1] == {TP("t", 0): 40, TP("t", 1): 7}  # before any batch: the restart cursors
+    loop.windower.read_to(TP("t", 0), 100)  # what a batch does once read (engine/batch.py `_batch`)
+    loop.windower.read_to(TP("t", 1), 50)
     loop.source.lag()
-    assert kafka.asked[-1] == {0: 100, 1: 50}
+    assert kafka.asked[-1] == {TP("t", 0): 100, TP("t", 1): 50}

@@ -16,6 +16,7 @@ import pytest
 from replicator import logformat
 from replicator.cli import build_parser
 from replicator.engine.loop import _log_step
+from replicator.events import TP
 from replicator.logformat import HUMAN_FORMAT, JsonFormatter, position, resolve
 
 KEYS = {"time", "level", "logger", "event"}
@@ -92,14 +93,14 @@ def test_the_step_line_carries_step_counts_and_positions(logger: tuple[logging.L
     monkeypatch.setattr(engine_log, "level", logging.INFO)
     record = {"step": 3, "kind": "window", "applied_ts": 99,
               "tables": {"u1": {"schema": "db", "table": "t", "version": 4, "upserts": 5, "deletes": 2}}}
-    _log_step(record, "topic-a", {0: 10, 1: 12})
+    _log_step(record, {TP("topic-a", 0): 10, TP("topic-b", 1): 12})
     (line,) = _lines(stream)
     assert line["level"] == "INFO" and line["step"] == 3 and line["table"] == "db.t" and line["watermark"] == 99
     assert line["counts"] == {"db.t": {"upserts": 5, "deletes": 2}}
-    assert line["positions"] == [position("topic-a", 0, 10), position("topic-a", 1, 12)]
+    assert line["positions"] == [position("topic-a", 0, 10), position("topic-b", 1, 12)]
     # A person's log (human) has it at DEBUG only: not at INFO.
     monkeypatch.setattr(logformat, "_format", "human")
-    _log_step(record, "topic-a", {0: 10})
+    _log_step(record, {TP("topic-a", 0): 10})
     assert len(_lines(stream)) == 1
 
 

@@ -13,7 +13,7 @@ from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord, where
 from replicator.engine.progress import Cursor, Progress
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, KafkaSourceError, SchemaError
-from replicator.events import Column, DdlEvent, Event, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sources.kafka import Record
 
 BAD = b"undecodable"
@@ -42,14 +42,15 @@ class FakeSource:
         self.per_poll = per_poll
         self.next: dict[int, int] = {}
         self.end: dict[int, int] = {}
-        self.committed: list[dict[int, int]] = []
+        self.committed: list[dict[TP, int]] = []
         self.polls = 0
 
-    def partitions(self) -> list[int]:
-        return sorted(self.records)
+    def partitions(self) -> list[TP]:
+        return [TP(self.name, p) for p in sorted(self.records)]
 
-    def start(self, positions: Mapping[int, int | None]) -> None:
-        for p, pos in positions.items():
+    def start(self, positions: Mapping[TP, int | None]) -> None:
+        for tp, pos in positions.items():
+            p = tp.partition
             self.next[p] = pos or 0
             self.end[p] = len(self.records[p])
 
@@ -70,7 +71,7 @@ class FakeSource:
     def caught_up(self) -> bool:
         return all(self.next[p] >= self.end[p] for p in self.next)
 
-    def commit(self, offsets: Mapping[int, int]) -> None:
+    def commit(self, offsets: Mapping[TP, int]) -> None:
         self.committed.append(dict(offsets))
 
     def lag(self) -> int | None:
@@ -102,7 +103,7 @@ class TopicSource(FakeSource):
         self.down_since: float | None = None
         self.metadata_requests = 0
 
-    def fresh_partitions(self) -> list[int] | None:
+    def fresh_partitions(self) -> list[TP] | None:
         self.metadata_requests += 1
         if self.metadata_down != 0:
             self.metadata_down -= 1
@@ -113,14 +114,18 @@ class TopicSource(FakeSource):
                                        f"(retry budget {self.budget_s:.0f}s)")
             return None
         self.down_since = None
-        return sorted([*self.records, *self.hidden])
+        return [TP(self.name, p) for p in sorted([*self.records, *self.hidden])]
 
-    def add_partitions(self, new: Sequence[int]) -> bool:
-        for p in new:
+    def add_partitions(self, new: Sequence[TP]) -> bool:
+        for tp in new:
+            p = tp.partition
             self.records[p] = list(self.hidden.pop(p))
             self.next[p] = 0
             self.end[p] = len(self.records[p])
         return True
+
+    def read_to_end(self, topics: Sequence[str], read_to: Mapping[TP, int]) -> bool | None:
+        return all(read_to.get(TP(self.name, p), 0) >= len(rs) for p, rs in self.records.items())
 
 
 class FakeApplier:
@@ -183,8 +188,8 @@ def test_catch_up_run_applies_every_ready_step_then_ends() -> None:
     source, applier = FakeSource(clock, TWO_PARTITIONS), FakeApplier()
     loop_of(source, applier, clock, until_caught_up=True).run()
     assert applier.rows() == [(10, 1), (12, 2), (20, 3), (22, 4)]
-    assert applier.progress == Progress(25, {0: Cursor(4, 25), 1: Cursor(4, 25)})
-    assert source.committed[-1] == {0: 4, 1: 4}
+    assert applier.progress == Progress(25, {TP("fake", 0): Cursor(4, 25), TP("fake", 1): Cursor(4, 25)})
+    assert source.committed[-1] == {TP("fake", 0): 4, TP("fake", 1): 4}
 
 
 def test_catch_up_run_waits_for_late_metadata_before_it_ends() -> None:
@@ -313,8 +318,8 @@ def test_a_failing_apply_stops_the_run_with_progress_not_past_it() -> None:
         loop.run()
     assert [s.hi for s in applier.steps] == [15]
     # a rerun restarts at the rows of the failed step, with the watermark before them
-    assert applier.progress == Progress(15, {0: Cursor(2, 15), 1: Cursor(2, 15)})
-    assert all(c[0] <= 2 and c[1] <= 2 for c in source.committed)
+    assert applier.progress == Progress(15, {TP("fake", 0): Cursor(2, 15), TP("fake", 1): Cursor(2, 15)})
+    assert all(c[TP("fake", 0)] <= 2 and c[TP("fake", 1)] <= 2 for c in source.committed)
 
 
 def test_dead_letter_with_on_error_stop_stops_before_it() -> None:
@@ -326,7 +331,7 @@ def test_dead_letter_with_on_error_stop_stops_before_it() -> None:
         loop.run()
     assert [rec.offset for rec, _ in applier.dead] == [2]
     assert applier.rows() == [(10, 1)]  # what was complete before it is applied
-    assert applier.progress == Progress(15, {0: Cursor(2, 15)})  # a rerun reads the bad message again
+    assert applier.progress == Progress(15, {TP("fake", 0): Cursor(2, 15)})  # a rerun reads the bad message again
     assert loop.counts.error is not None and loop.counts.dead_letters == 1
 
 
@@ -340,7 +345,7 @@ def test_an_unresolvable_claim_check_stops_without_a_dead_letter(on_error: str) 
         loop.run()
     assert applier.dead == [] and loop.counts.dead_letters == 0  # never dead-lettered, also with skip
     assert applier.rows() == [(10, 1)]  # what was complete before it is applied
-    assert applier.progress == Progress(15, {0: Cursor(2, 15)})  # a rerun reads it again
+    assert applier.progress == Progress(15, {TP("fake", 0): Cursor(2, 15)})  # a rerun reads it again
     assert loop.counts.error is not None
 
 
@@ -351,7 +356,7 @@ def test_dead_letter_with_on_error_skip_goes_on() -> None:
     loop_of(source, applier, clock, until_caught_up=True, on_error="skip").run()
     assert [rec.offset for rec, _ in applier.dead] == [2]
     assert applier.rows() == [(10, 1), (20, 3)]
-    assert applier.progress == Progress(25, {0: Cursor(5, 25)})
+    assert applier.progress == Progress(25, {TP("fake", 0): Cursor(5, 25)})
 
 
 def test_a_new_partition_blocks_the_watermark_until_its_first_resolved_event() -> None:
@@ -363,9 +368,9 @@ def test_a_new_partition_blocks_the_watermark_until_its_first_resolved_event() -
     applier = FakeApplier()
     loop = loop_of(source, applier, clock, until_caught_up=True)
     loop.run()
-    assert loop.windower.partitions == [0, 1]
+    assert loop.windower.partitions == [TP("fake", 0), TP("fake", 1)]
     assert applier.rows() == [(10, 1), (12, 2), (20, 3)]
-    assert applier.progress == Progress(25, {0: Cursor(4, 25), 1: Cursor(3, 25)})
+    assert applier.progress == Progress(25, {TP("fake", 0): Cursor(4, 25), TP("fake", 1): Cursor(3, 25)})
 
 
 def test_ready_steps_wait_while_metadata_is_unavailable_and_the_budget_ends_the_run() -> None:

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from replicator.errors import ConfigError
+from replicator.events import TP
 from replicator.metrics import METRICS, OTHER_TABLE, Metrics, render_markdown
 
 
@@ -37,7 +38,7 @@ def test_every_listed_metric_is_exported_with_its_type() -> None:
     m.ddl(5, "add column", [], applied=False)
     m.dead_lettered(["DecodeError"], decode_errors=1)
     m.step("window", 0.5)
-    m.kafka_lags("t", {0: 3})
+    m.kafka_lags({TP("t", 0): 3})
     with m.table_context("s.t"):
         m.conflict_retry()
     exported = families(m.text())

@@ -1,5 +1,6 @@
 """Progress is one object: the windower updates it, the state file persists it, and a state.json
-written before progress had its own type still loads and saves in the same shape."""
+written before positions were kept per (topic, partition) still loads (its cursors become its
+source topic's) and saves with everything else in the same shape."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.progress import Cursor, Progress
 from replicator.engine.window import Windower
-from replicator.events import DdlEvent, Resolved
+from replicator.events import TP, DdlEvent, Resolved
 
 DATA = Path(__file__).parent / "data"
 
@@ -26,7 +27,8 @@ def test_state_written_by_earlier_code_loads_into_progress(tmp_path: Path) -> No
     state = _warehouse_with_old_state(tmp_path).load_state()
     assert state.progress == Progress(
         applied_ts=449000000000000005,
-        cursors={0: Cursor(12, 449000000000000003), 2: Cursor(7, 449000000000000005), 1: Cursor(0, 0)},
+        cursors={TP("tidb-cdc", 0): Cursor(12, 449000000000000003), TP("tidb-cdc", 2): Cursor(7, 449000000000000005),
+                 TP("tidb-cdc", 1): Cursor(0, 0)},
         ddl_ledger={(449000000000000004, "ALTER TABLE `t` ADD COLUMN c INT"),
                     (449000000000000005, "TRUNCATE TABLE `t`")},
     )
@@ -34,25 +36,29 @@ def test_state_written_by_earlier_code_loads_into_progress(tmp_path: Path) -> No
     assert state.source == "tidb-cdc" and state.steps == 4 and state.live_table("shop", "orders") is not None
 
 
-def test_state_is_saved_in_the_same_shape_byte_for_byte(tmp_path: Path) -> None:
+def test_an_old_state_is_saved_with_its_cursors_under_its_topic_and_the_rest_unchanged(tmp_path: Path) -> None:
     wh = _warehouse_with_old_state(tmp_path)
-    before = wh.state_path.read_bytes()
+    before = json.loads(wh.state_path.read_bytes())
     state = wh.load_state()
     updated_at = state.updated_at
     wh.save_state(state)
     after = json.loads(wh.state_path.read_bytes())
-    assert list(after) == list(json.loads(before))  # key order kept: progress fields stay flat, in place
+    # key order kept: progress fields stay flat, in place; `partitions` became `positions` of the source topic
+    assert list(after) == [("positions" if k == "partitions" else k) for k in before]
+    assert after["positions"] == {"tidb-cdc": before["partitions"]}
     after["updated_at"] = updated_at
-    assert json.dumps(after, indent=1, ensure_ascii=False).encode() == before
+    assert {k: v for k, v in after.items() if k != "positions"} == {
+        k: v for k, v in before.items() if k != "partitions"}
+    assert wh.load_state().progress == state.progress  # and it reads back the same
 
 
 def test_windower_updates_the_progress_the_warehouse_persists(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh")
     state = wh.load_state()
-    w = Windower([0], state.progress)
+    w = Windower([TP("cdc", 0)], state.progress)
     ddl = DdlEvent(10, "s", "t", 11, "TRUNCATE TABLE t")
-    w.offer(0, 0, [ddl])
-    w.offer(0, 1, [Resolved(10)])
+    w.offer(TP("cdc", 0), 0, [ddl])
+    w.offer(TP("cdc", 0), 1, [Resolved(10)])
     step = w.next_step()
     assert step is not None and step.ddls == (ddl,) and not step.rows
     w.commit(step)
@@ -61,18 +67,19 @@ def test_windower_updates_the_progress_the_warehouse_persists(tmp_path: Path) ->
     wh.save_state(state)
     saved = json.loads(wh.state_path.read_bytes())
     assert saved["applied_ts"] == 10
-    assert saved["partitions"] == {"0": {"offset": 2, "watermark": 10}}
+    assert saved["positions"] == {"cdc": {"0": {"offset": 2, "watermark": 10}}} and "quiet_topics" not in saved
     assert saved["ddl_ledger"] == [[10, "TRUNCATE TABLE t"]]
     assert wh.load_state().progress == state.progress
 
 
 def test_a_run_told_where_to_start_keeps_the_rest_of_its_progress() -> None:
-    stored = Progress(7, {0: Cursor(5, 6), 1: Cursor(9, 7)}, {(7, "q")})
+    a0, a1, b0 = TP("a", 0), TP("a", 1), TP("b", 0)
+    stored = Progress(7, {a0: Cursor(5, 6), a1: Cursor(9, 7), b0: Cursor(2, 7)}, {(7, "q")}, {"b": 6})
     assert stored.starting_at(None) is stored
-    assert stored.starting_at("earliest") == Progress(7, {}, {(7, "q")})
-    moved = stored.starting_at({1: 3})
-    assert moved.cursors == {1: Cursor(3, 0), 0: Cursor(5, 6)} and moved.applied_ts == 7
-    assert stored.cursors[1] == Cursor(9, 7)  # the stored object is not changed until progress is saved
+    assert stored.starting_at("earliest") == Progress(7, {}, {(7, "q")}, {"b": 6})
+    moved = stored.starting_at({a1: 3})
+    assert moved.cursors == {a1: Cursor(3, 0), a0: Cursor(5, 6), b0: Cursor(2, 7)} and moved.applied_ts == 7
+    assert stored.cursors[a1] == Cursor(9, 7)  # the stored object is not changed until progress is saved
 
 
 def test_state_without_progress_fields_is_empty_progress() -> None:
@@ -81,6 +88,6 @@ def test_state_without_progress_fields_is_empty_progress() -> None:
 
 def test_state_still_reads_in_the_state_file_shape(tmp_path: Path) -> None:
     state = _warehouse_with_old_state(tmp_path).load_state()
-    assert list(state.partitions) == ["0", "2", "1"]
-    assert state.partitions["2"].offset == 7 and state.partitions["2"].watermark == 449000000000000005
+    assert list(state.partitions) == ["tidb-cdc:0", "tidb-cdc:2", "tidb-cdc:1"]
+    assert state.partitions["tidb-cdc:2"].offset == 7 and state.partitions["tidb-cdc:2"].watermark == 449000000000000005
     assert state.ddl_ledger[0] == (449000000000000004, "ALTER TABLE `t` ADD COLUMN c INT")

@@ -31,7 +31,7 @@ from replicator.codec.values import DecodeOptions
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.window import Windower
 from replicator.errors import DecodeError
-from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
 from replicator.formats.archive import read_archive
 from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables
@@ -279,12 +279,13 @@ def test_a_checksum_mismatch_is_dead_lettered_with_its_position(on_error: str) -
 def _replicate(protocol: str, stream: list[tuple[int, Event]], partitions: int) -> Any:
     codec = codec_for(protocol)
     opts = DecodeOptions(state=CodecState())
-    windower = Windower(list(range(partitions)), scope_of=ddl_scope)
+    windower = Windower([TP("sim", p) for p in range(partitions)], scope_of=ddl_scope)
     wh = MemoryWarehouse()
     offsets = [0] * partitions
     records = [(p, k, v) for p, ev in stream for k, v in codec.encode([ev])]
     for i, (p, key, value) in enumerate(records):
-        windower.offer(p, offsets[p], codec.decode(key, value, options=opts, position=Position("sim", p, offsets[p])))
+        windower.offer(TP("sim", p), offsets[p],
+                       codec.decode(key, value, options=opts, position=Position("sim", p, offsets[p])))
         offsets[p] += 1
         if i % 29 == 0 or i == len(records) - 1:
             while (step := windower.next_step()) is not None:

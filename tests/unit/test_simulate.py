@@ -24,7 +24,7 @@ from replicator.engine.plan import Segment, plan_step
 from replicator.engine.schedule import InlineExecutor, run_plan
 from replicator.engine.window import Step, Windower, collapse
 from replicator.errors import ConfigError
-from replicator.events import DdlEvent, Position, Resolved, RowChange
+from replicator.events import TP, DdlEvent, Position, Resolved, RowChange
 from replicator.sim.simcheck import ActualTable, canonical, compare_tables
 from replicator.sim.simulate import (
     DDL_KINDS,
@@ -358,7 +358,7 @@ class MemoryWarehouse:
 def replicate_in_memory(sim: Simulation, apply_every: int = 37) -> tuple[MemoryWarehouse, Windower]:
     cfg = sim.config
     codec = codec_for(cfg.protocol)
-    windower = Windower(list(range(cfg.partitions)), scope_of=ddl_scope)
+    windower = Windower([TP("sim", p) for p in range(cfg.partitions)], scope_of=ddl_scope)
     wh = MemoryWarehouse()
     offsets = [0] * cfg.partitions
     opts = DecodeOptions()
@@ -369,7 +369,8 @@ def replicate_in_memory(sim: Simulation, apply_every: int = 37) -> tuple[MemoryW
             windower.commit(step)
 
     for i, (p, key, value) in enumerate(sim.messages()):
-        windower.offer(p, offsets[p], codec.decode(key, value, options=opts, position=Position("sim", p, offsets[p])))
+        windower.offer(TP("sim", p), offsets[p],
+                       codec.decode(key, value, options=opts, position=Position("sim", p, offsets[p])))
         offsets[p] += 1
         if i % apply_every == 0:
             drain()

@@ -19,7 +19,7 @@ from replicator.delta.merge import DeltaApplier
 from replicator.delta.typemap import spec_from_row
 from replicator.engine.window import Windower, collapse
 from replicator.errors import ReplicatorError, SchemaError
-from replicator.events import Column, Flag, Op, Position, RowChange, TypeCode
+from replicator.events import TP, Column, Flag, Op, Position, RowChange, TypeCode
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sources import executor as ex
 
@@ -54,13 +54,13 @@ def test_fates_on_arrival_are_the_windowers(protocol: str) -> None:
     ev = _decoded(_records(msgs), protocol=protocol, watermarks={}, applied_ts=0)
     rows = [i for i, k in enumerate(ev["kind"]) if k == ex.ROW]
     # The driver reader's windower over the same records, in offset order per partition.
-    w = Windower([0, 1])
+    w = Windower([TP("t", 0), TP("t", 1)])
     codec = codec_for(protocol)
     offsets: dict[int, int] = {}
     for p, k, v in msgs:
         o = offsets.get(p, 0)
         offsets[p] = o + 1
-        w.offer(p, o, codec.decode(k, v, options=DecodeOptions()))
+        w.offer(TP("t", p), o, codec.decode(k, v, options=DecodeOptions()))
     drops = [ev["drop"][i] for i in rows]
     assert len(rows) == w.stats.rows
     assert drops.count(ex.REPLAY) == w.stats.replays_dropped > 0

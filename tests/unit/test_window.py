@@ -13,7 +13,7 @@ from replicator.delta.warehouse import State
 from replicator.engine.plan import Segment, plan_step
 from replicator.engine.schedule import InlineExecutor, run_plan
 from replicator.engine.window import Cursor, Step, Windower, collapse
-from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.events import TP, Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from tests.streamgen import generate, interleave
 
 
@@ -78,16 +78,16 @@ def run_with_crashes(seed: int, crash_prob: float) -> tuple[Sink, Any]:
     sink = Sink()
     # Progress survives a crash only as the state file's JSON (what Warehouse.save_state writes).
     persisted = State().model_dump_json(by_alias=True)
-    partitions = list(range(len(stream.partitions)))
+    partitions = [TP("t", p) for p in range(len(stream.partitions))]
     for _attempt in range(200):
         w = Windower(partitions, State.model_validate_json(persisted).progress, scope_of=ddl_scope)
         crashed = False
         # re-read from the cursors, in the same interleaving
         start = {p: w.progress.cursors.get(p, Cursor(0, 0)).offset for p in partitions}
         for p, off, ev in arrivals:
-            if off < start[p]:
+            if off < start[TP("t", p)]:
                 continue
-            w.offer(p, off, [ev])
+            w.offer(TP("t", p), off, [ev])
             if rnd.random() < 0.3:
                 while (step := w.next_step()) is not None:
                     crash_here = rnd.random() < crash_prob
@@ -134,20 +134,20 @@ def row(ts: int, op: Op, key: int, val: Any = None, old_key: int | None = None, 
 
 
 def test_global_watermark_needs_every_partition() -> None:
-    w = Windower([0, 1])
-    w.offer(0, 0, [row(10, Op.INSERT, 1, 1)])
-    w.offer(0, 1, [Resolved(20)])
+    w = Windower([TP("t", 0), TP("t", 1)])
+    w.offer(TP("t", 0), 0, [row(10, Op.INSERT, 1, 1)])
+    w.offer(TP("t", 0), 1, [Resolved(20)])
     assert w.watermark == 0 and w.next_step() is None
-    w.offer(1, 0, [Resolved(15)])
+    w.offer(TP("t", 1), 0, [Resolved(15)])
     assert w.watermark == 15
     step = w.next_step()
     assert step is not None and step.hi == 15 and step.count == 1
 
 
 def test_replay_at_or_below_partition_watermark_is_dropped() -> None:
-    w = Windower([0])
-    w.offer(0, 0, [row(10, Op.INSERT, 1, 1), Resolved(10)])
-    w.offer(0, 1, [row(10, Op.INSERT, 1, 1)])
+    w = Windower([TP("t", 0)])
+    w.offer(TP("t", 0), 0, [row(10, Op.INSERT, 1, 1), Resolved(10)])
+    w.offer(TP("t", 0), 1, [row(10, Op.INSERT, 1, 1)])
     assert w.stats.replays_dropped == 1
     assert w.buffered_rows == 1
 
@@ -156,10 +156,10 @@ def test_older_version_arriving_later_never_wins() -> None:
     changes = collapse([row(5, Op.UPDATE, 1, "new"), row(3, Op.UPDATE, 1, "old")][::-1], ["id"])
     assert changes[0].image == {"id": 1, "v": "new"}
     # sorted input as the windower hands it out: (commit ts, arrival)
-    w = Windower([0])
-    w.offer(0, 0, [row(5, Op.UPDATE, 1, "new")])
-    w.offer(0, 1, [row(3, Op.UPDATE, 1, "old")])
-    w.offer(0, 2, [Resolved(6)])
+    w = Windower([TP("t", 0)])
+    w.offer(TP("t", 0), 0, [row(5, Op.UPDATE, 1, "new")])
+    w.offer(TP("t", 0), 1, [row(3, Op.UPDATE, 1, "old")])
+    w.offer(TP("t", 0), 2, [Resolved(6)])
     step = w.next_step()
     assert step is not None
     assert collapse(step.rows[("s", "t")], ["id"])[0].image == {"id": 1, "v": "new"}
@@ -171,14 +171,14 @@ def test_key_change_deletes_old_key() -> None:
 
 
 def test_ddl_barrier_orders_rows_and_dedupes_broadcast_copies() -> None:
-    w = Windower([0, 1], scope_of=ddl_scope)
+    w = Windower([TP("t", 0), TP("t", 1)], scope_of=ddl_scope)
     ddl = DdlEvent(20, "s", "t", 5, "ALTER TABLE t ADD COLUMN c INT")
-    w.offer(0, 0, [row(10, Op.INSERT, 1, 1)])
-    w.offer(0, 1, [ddl])
-    w.offer(1, 0, [ddl])
-    w.offer(0, 2, [row(30, Op.INSERT, 2, 2)])
-    w.offer(0, 3, [Resolved(40)])
-    w.offer(1, 1, [Resolved(40)])
+    w.offer(TP("t", 0), 0, [row(10, Op.INSERT, 1, 1)])
+    w.offer(TP("t", 0), 1, [ddl])
+    w.offer(TP("t", 1), 0, [ddl])
+    w.offer(TP("t", 0), 2, [row(30, Op.INSERT, 2, 2)])
+    w.offer(TP("t", 0), 3, [Resolved(40)])
+    w.offer(TP("t", 1), 1, [Resolved(40)])
     steps = []
     while (s := w.next_step()) is not None:
         steps.append(s)
@@ -197,9 +197,9 @@ def _on(table: str, ts: int, key: int) -> RowChange:
 
 def test_a_ddl_holds_back_only_its_own_tables() -> None:
     """Rows of other tables flow past a DDL into the same step; only the DDL's table is cut."""
-    w = Windower([0], scope_of=ddl_scope)
+    w = Windower([TP("t", 0)], scope_of=ddl_scope)
     alter = DdlEvent(20, "s", "a", 5, "ALTER TABLE a ADD COLUMN c INT")
-    w.offer(0, 0, [_on("a", 10, 1), _on("b", 10, 1), alter, _on("b", 25, 2), _on("b", 35, 3), _on("a", 30, 2),
+    w.offer(TP("t", 0), 0, [_on("a", 10, 1), _on("b", 10, 1), alter, _on("b", 25, 2), _on("b", 35, 3), _on("a", 30, 2),
                    Resolved(40)])
     first = w.next_step()
     assert first is not None and first.hi == 29 and first.ddls == (alter,)
@@ -211,10 +211,10 @@ def test_a_ddl_holds_back_only_its_own_tables() -> None:
 
 
 def test_ddls_of_different_tables_share_a_step() -> None:
-    w = Windower([0], scope_of=ddl_scope)
+    w = Windower([TP("t", 0)], scope_of=ddl_scope)
     d1 = DdlEvent(20, "s", "a", 11, "TRUNCATE TABLE a")
     d2 = DdlEvent(30, "s", "b", 11, "TRUNCATE TABLE b")
-    w.offer(0, 0, [_on("a", 10, 1), _on("b", 15, 1), d1, _on("b", 25, 2), d2, _on("a", 35, 3), _on("c", 36, 1),
+    w.offer(TP("t", 0), 0, [_on("a", 10, 1), _on("b", 15, 1), d1, _on("b", 25, 2), d2, _on("a", 35, 3), _on("c", 36, 1),
                    Resolved(50)])
     step = w.next_step()  # b's row 25 flows past a's DDL; a's row 35 ends the step
     assert step is not None and step.hi == 34 and step.ddls == (d1, d2)
@@ -227,33 +227,33 @@ def test_ddls_of_different_tables_share_a_step() -> None:
 
 
 def test_a_ddl_whose_scope_is_unknown_holds_back_every_table() -> None:
-    w = Windower([0], scope_of=ddl_scope)
+    w = Windower([TP("t", 0)], scope_of=ddl_scope)
     odd = DdlEvent(20, "s", "", 99, "SOMETHING NEW")
-    w.offer(0, 0, [_on("b", 10, 1), odd, _on("b", 25, 2), Resolved(40)])
+    w.offer(TP("t", 0), 0, [_on("b", 10, 1), odd, _on("b", 25, 2), Resolved(40)])
     step = w.next_step()
     assert step is not None and step.hi == 24 and step.ddls == (odd,)
 
 
 def test_restart_cursor_points_at_oldest_unapplied_event() -> None:
-    w = Windower([0])
-    w.offer(0, 0, [Resolved(5)])
-    w.offer(0, 1, [row(10, Op.INSERT, 1, 1)])
-    w.offer(0, 2, [Resolved(8)])
-    assert w.restart_cursors() == {0: Cursor(1, 5)}
-    w.offer(0, 3, [Resolved(12)])
+    w = Windower([TP("t", 0)])
+    w.offer(TP("t", 0), 0, [Resolved(5)])
+    w.offer(TP("t", 0), 1, [row(10, Op.INSERT, 1, 1)])
+    w.offer(TP("t", 0), 2, [Resolved(8)])
+    assert w.restart_cursors() == {TP("t", 0): Cursor(1, 5)}
+    w.offer(TP("t", 0), 3, [Resolved(12)])
     s = w.next_step()
     assert s is not None
     w.commit(s)
-    assert w.restart_cursors() == {0: Cursor(4, 12)}
+    assert w.restart_cursors() == {TP("t", 0): Cursor(4, 12)}
 
 
 def test_rows_after_a_catalog_only_ddl_share_its_step() -> None:
     """CREATE / RENAME re-run harmlessly after the rows that follow them: no step boundary, the plan
     still orders each table's rows around them."""
-    w = Windower([0], scope_of=ddl_scope)
+    w = Windower([TP("t", 0)], scope_of=ddl_scope)
     create = DdlEvent(20, "s", "n", 3, "CREATE TABLE n (id INT PRIMARY KEY)")
     rename = DdlEvent(30, "s", "a", 14, "RENAME TABLE a TO b")
-    w.offer(0, 0, [_on("a", 10, 1), create, _on("n", 25, 1), rename, _on("b", 35, 2), Resolved(40)])
+    w.offer(TP("t", 0), 0, [_on("a", 10, 1), create, _on("n", 25, 1), rename, _on("b", 35, 2), Resolved(40)])
     step = w.next_step()
     assert step is not None and step.hi == 40 and step.ddls == (create, rename)
     plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)

@@ -1,0 +1,122 @@
+"""Integration (real broker, real Delta): a changefeed dispatched one topic per table plus a default
+topic, replicated by one replicator following every topic (`--topic-pattern`) or a list of them
+(`--topic` repeated), as a scheduled job and as a follower that sees topics appear; the tables
+equal the simulator's expected ones. The kill -9 variant is in tests/reliability/test_kills.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replicator.delta.warehouse import Warehouse
+from replicator.engine.pipeline import Engine, RunOptions, RunSummary
+from replicator.sim.simcheck import check_warehouse
+from replicator.sim.simulate import SimConfig, Simulation
+from replicator.sim.sinks import produce_topics
+from replicator.sim.topics import TopicDispatch
+from replicator.sources.kafka import KafkaSettings, KafkaSource
+
+pytestmark = pytest.mark.integration
+
+EVENTS = 120  # small: each run is a few Spark steps
+# the DDLs that shape the layout (schema DDL on the default topic, a table created mid-stream, one
+# dropped, one renamed to a new topic); the column DDLs are covered per topic elsewhere
+LAYOUT_DDL = "create_schema,create_table,drop_table,rename_table"
+
+
+def dispatched(seed: int, protocol: str = "open") -> TopicDispatch:
+    """4 tables, 2 partitions per topic: one table created mid-stream and dropped for good, one
+    renamed (its new name's topic appears then), schema DDL and watermarks on the default topic."""
+    sim = Simulation(SimConfig(protocol=protocol, seed=seed, events=EVENTS, partitions=2, tables=4,  # type: ignore[arg-type]
+                               ddl=LAYOUT_DDL, recreate_dropped=False, resolved_every=8))
+    return TopicDispatch(sim, prefix=f"tpt{uuid.uuid4().hex[:6]}_")
+
+
+def source(bootstrap: str, *, pattern: str | None = None, topics: tuple[str, ...] = ()) -> KafkaSource:
+    return KafkaSource(KafkaSettings(bootstrap, topics=topics, topic_pattern=pattern,
+                                     group_id=f"test-{uuid.uuid4().hex[:8]}"))
+
+
+def run(src: KafkaSource, wh: Path, spark: Any, protocol: str, *, follow: bool = False) -> Engine:
+    return Engine(src, RunOptions(warehouse=str(wh), protocol=protocol, until_caught_up=not follow,  # type: ignore[arg-type]
+                                  progress=False), spark=spark)
+
+
+def test_scheduled_runs_with_a_pattern_and_with_a_topic_list(kafka_bootstrap: str, spark: Any,
+                                                             tmp_path: Path) -> None:
+    d = dispatched(seed=5)
+    produce_topics(d.records(), kafka_bootstrap, d.partitions)
+    topics = d.topics()
+    assert len(topics) == 6 and d.default_topic in topics  # 4 tables, the renamed one's new name, default
+
+    by_pattern = run(source(kafka_bootstrap, pattern=f"{d.prefix}.*"), tmp_path / "p", spark, "open").run()
+    assert by_pattern.error is None and by_pattern.source == f"~{d.prefix}.*"
+    assert check_warehouse(spark, tmp_path / "p", d.sim.expected) == []
+    state = Warehouse(tmp_path / "p").load_state()
+    assert {tp.topic for tp in state.progress.cursors} == set(topics)
+    # the dropped table's topic and the renamed table's old one got no watermark after their DDL
+    assert len(state.progress.quiet_topics) == 2
+
+    by_list = run(source(kafka_bootstrap, topics=tuple(topics)), tmp_path / "l", spark, "open").run()
+    assert by_list.error is None
+    assert check_warehouse(spark, tmp_path / "l", d.sim.expected) == []
+    # a rerun finds nothing new, and the quiet topics do not hold it back
+    again = run(source(kafka_bootstrap, topics=tuple(topics)), tmp_path / "l", spark, "open").run()
+    assert again.steps == 0 and again.watermark == d.sim.expected.watermark
+
+
+class Follower:
+    """The engine in follow mode on a thread of this process."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.summary: RunSummary | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.summary = self.engine.run()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def stop(self) -> RunSummary:
+        self.engine.request_stop()
+        self.thread.join(timeout=300)
+        assert self.error is None and self.summary is not None, self.error
+        return self.summary
+
+
+@pytest.mark.parametrize("how", ["pattern", "list"])
+def test_a_follower_reads_topics_that_appear_while_it_runs(kafka_bootstrap: str, spark: Any, tmp_path: Path,
+                                                           how: str) -> None:
+    d = dispatched(seed=8, protocol="canal-json")
+    records = list(d.records())
+    every = d.topics()
+    # the first part: the tables created at the start, before the mid-stream CREATE's topic exists
+    first = {t for t, _ in records[: len(records) // 4]}
+    assert first < set(every)
+    wh = tmp_path / "wh"
+    produce_topics(records[: len(records) // 4], kafka_bootstrap, d.partitions)
+    src = source(kafka_bootstrap, pattern=f"{d.prefix}.*") if how == "pattern" else \
+        source(kafka_bootstrap, topics=tuple(every))  # listed topics that do not exist yet join when they appear
+    follower = Follower(run(src, wh, spark, "canal-json", follow=True))
+    deadline = time.monotonic() + 120
+    while Warehouse(wh).load_state().steps == 0 and time.monotonic() < deadline and follower.thread.is_alive():
+        time.sleep(0.2)
+    produce_topics(records[len(records) // 4:], kafka_bootstrap, d.partitions)
+    final = d.sim.expected.watermark
+    deadline = time.monotonic() + 180
+    while Warehouse(wh).load_state().applied_ts < final and time.monotonic() < deadline \
+            and follower.thread.is_alive():
+        time.sleep(0.3)
+    summary = follower.stop()
+    assert summary.error is None and summary.watermark == final
+    assert check_warehouse(spark, wh, d.sim.expected) == []
+    assert {tp.topic for tp in Warehouse(wh).load_state().progress.cursors} == set(every)
