@@ -28,6 +28,7 @@ from replicator.codec.canal_json.common import (
     WATERMARK_TYPE,
 )
 from replicator.codec.jsontext import json_kind, load_object, str_field, uint64_field
+from replicator.codec.large import decompress_value
 from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
 from replicator.ddl_classify import CANAL_EVENT_TYPES, classify_ddl, is_alter_table
 from replicator.errors import DecodeError
@@ -64,12 +65,15 @@ def decode(
     Raises `DecodeError` (with `position` attached when given) for anything malformed, and for a
     message without the TiDB extension (`NO_EXTENSION`).
     """
+    opts = options or DEFAULT_DECODE_OPTIONS
     try:
         data = b"" if value is None else bytes(value)
         if not data:
             raise DecodeError("canal-json message value is empty, not a JSON object", offset=0, where="value")
+        if opts.compression != "none":  # TiCDC compresses every value (large-message-handle-compression)
+            data = decompress_value(opts.compression, data)
         try:
-            return _decode(load_object(data, 0, len(data), "value"), options or DEFAULT_DECODE_OPTIONS, position)
+            return _decode(load_object(data, 0, len(data), "value"), opts, position)
         except _INTERNAL_ERRORS as exc:
             raise DecodeError(f"malformed canal-json message ({type(exc).__name__}: {exc})", where="value") from None
     except DecodeError as exc:
