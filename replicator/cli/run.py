@@ -136,9 +136,9 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
     if s.reader == "spark" and s.claim_check_storage is not None:
         raise ConfigError("--claim-check-storage needs --reader driver: the Spark reader does not resolve "
                           "claim-check references (TiCDC large messages)")
-    if (s.compression != "none" or s.claim_check_storage is not None) and s.protocol not in (None, "open"):
-        raise ConfigError(f"--compression and --claim-check-storage are supported for --protocol open so far, not "
-                          f"{s.protocol}: TiCDC's large-message handling for canal-json and simple is not read yet")
+    if (s.compression != "none" or s.claim_check_storage is not None) and s.protocol == "craft":
+        raise ConfigError("--compression and --claim-check-storage are for --protocol open, canal-json and simple: "
+                          "TiCDC has no large-message handling for craft")
     return RunOptions(
         warehouse=s.require("warehouse"),
         protocol=s.require("protocol"),

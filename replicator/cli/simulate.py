@@ -31,10 +31,10 @@ def register(sub: Any) -> None:
                         f"(default {d['ddl']})")
     p.add_argument("--compression", choices=["none", "lz4", "snappy"],
                    help="TiCDC large-message-handle-compression: compress every message value "
-                        f"(open protocol; default {d['compression']})")
+                        f"(open, canal-json, simple; default {d['compression']})")
     p.add_argument("--claim-check-dir", metavar="DIR",
                    help="TiCDC claim-check: write rows whose message exceeds --max-message-bytes to DIR and send "
-                        "references to them (open protocol; replicate with --claim-check-storage DIR)")
+                        "references to them (open, canal-json, simple; replicate with --claim-check-storage DIR)")
     p.add_argument("--max-message-bytes", type=int, metavar="BYTES",
                    help=f"TiCDC's max-message-bytes (default {d['max_message_bytes']})")
     p.set_defaults(handler=lambda ns: simulate(options(SimulateCommand, vars(ns))))

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
 from replicator.codec import canal_json, craft, open_protocol, simple
+from replicator.codec.large import ClaimCheckWriter
 from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ConfigError
@@ -55,11 +56,14 @@ class Codec(Protocol):
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
+        compression: str = "none",
+        claim_check: ClaimCheckWriter | None = None,
     ) -> list[Message]:
-        """Row events of ONE partition -> messages, batched as the reference encoder does."""
+        """Row events of ONE partition -> messages, batched as the reference encoder does; with
+        TiCDC's large-message handling (codec/large.py) when `compression` / `claim_check` are given."""
         ...
 
-    def encode_event(self, event: DdlEvent | Resolved) -> Message:
+    def encode_event(self, event: DdlEvent | Resolved, *, compression: str = "none") -> Message:
         """A DDL or resolved event -> its own message (the reference never batches them)."""
         ...
 
@@ -70,6 +74,8 @@ class Codec(Protocol):
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
+        compression: str = "none",
+        claim_check: ClaimCheckWriter | None = None,
     ) -> list[Message]:
         """One partition's events in order -> messages: rows batched, DDL and resolved alone."""
         ...
@@ -89,10 +95,12 @@ class _Codec:
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
+        compression: str = "none",
+        claim_check: ClaimCheckWriter | None = None,
     ) -> list[Message]:
         raise NotImplementedError
 
-    def encode_event(self, event: DdlEvent | Resolved) -> Message:
+    def encode_event(self, event: DdlEvent | Resolved, *, compression: str = "none") -> Message:
         raise NotImplementedError
 
     def encode(
@@ -102,6 +110,8 @@ class _Codec:
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
+        compression: str = "none",
+        claim_check: ClaimCheckWriter | None = None,
     ) -> list[Message]:
         out: list[Message] = []
         rows: list[RowChange] = []
@@ -111,11 +121,11 @@ class _Codec:
                 continue
             if rows:
                 out += self.encode_rows(
-                    rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone
-                )
+                    rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone,
+                    compression=compression, claim_check=claim_check)
                 rows = []
             if event is not None:
-                out.append(self.encode_event(event))
+                out.append(self.encode_event(event, compression=compression))
         return out
 
 
@@ -139,12 +149,17 @@ class _OpenProtocol(_Codec):
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
+        compression: str = "none",
+        claim_check: ClaimCheckWriter | None = None,
     ) -> list[Message]:
         return list(open_protocol.encode_rows(
-            rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone))
+            rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone,
+            compression=compression, claim_check=claim_check))
 
-    def encode_event(self, event: DdlEvent | Resolved) -> Message:
-        return open_protocol.encode_ddl(event) if isinstance(event, DdlEvent) else open_protocol.encode_resolved(event)
+    def encode_event(self, event: DdlEvent | Resolved, *, compression: str = "none") -> Message:
+        if isinstance(event, DdlEvent):
+            return open_protocol.encode_ddl(event, compression=compression)
+        return open_protocol.encode_resolved(event)  # its value entry is empty: nothing to compress
 
 
 class _Craft(_Codec):
@@ -167,13 +182,22 @@ class _Craft(_Codec):
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
+        compression: str = "none",
+        claim_check: ClaimCheckWriter | None = None,
     ) -> list[Message]:
+        _no_large_messages(compression, claim_check)
         values = craft.encode_rows(
             rows, max_batch_size=max_batch_size, max_message_bytes=max_message_bytes, timezone=timezone)
         return [(None, v) for v in values]
 
-    def encode_event(self, event: DdlEvent | Resolved) -> Message:
+    def encode_event(self, event: DdlEvent | Resolved, *, compression: str = "none") -> Message:
+        _no_large_messages(compression, None)
         return None, craft.encode_ddl(event) if isinstance(event, DdlEvent) else craft.encode_resolved(event)
+
+
+def _no_large_messages(compression: str, claim_check: ClaimCheckWriter | None) -> None:
+    if compression != "none" or claim_check is not None:
+        raise ConfigError("TiCDC has no large-message handling (compression, claim-check) for craft")
 
 
 class _JsonFormat(Protocol):
@@ -183,11 +207,12 @@ class _JsonFormat(Protocol):
                position: Position | None = None) -> list[Event]: ...
 
     def encode_rows(self, rows: Sequence[RowChange], *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                    timezone: dt.tzinfo = dt.UTC) -> list[bytes]: ...
+                    timezone: dt.tzinfo = dt.UTC, compression: str = "none",
+                    claim_check: ClaimCheckWriter | None = None) -> list[bytes]: ...
 
-    def encode_ddl(self, ddl: DdlEvent) -> bytes: ...
+    def encode_ddl(self, ddl: DdlEvent, *, compression: str = "none") -> bytes: ...
 
-    def encode_resolved(self, ts: int | Resolved) -> bytes: ...
+    def encode_resolved(self, ts: int | Resolved, *, compression: str = "none") -> bytes: ...
 
 
 class _OneEventPerMessage(_Codec):
@@ -218,13 +243,17 @@ class _OneEventPerMessage(_Codec):
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timezone: dt.tzinfo = dt.UTC,
+        compression: str = "none",
+        claim_check: ClaimCheckWriter | None = None,
     ) -> list[Message]:
-        return [(None, v) for v in self._fmt.encode_rows(rows, max_message_bytes=max_message_bytes, timezone=timezone)]
+        values = self._fmt.encode_rows(rows, max_message_bytes=max_message_bytes, timezone=timezone,
+                                       compression=compression, claim_check=claim_check)
+        return [(None, v) for v in values]
 
-    def encode_event(self, event: DdlEvent | Resolved) -> Message:
+    def encode_event(self, event: DdlEvent | Resolved, *, compression: str = "none") -> Message:
         if isinstance(event, DdlEvent):
-            return None, self._fmt.encode_ddl(event)
-        return None, self._fmt.encode_resolved(event)
+            return None, self._fmt.encode_ddl(event, compression=compression)
+        return None, self._fmt.encode_resolved(event, compression=compression)
 
 
 CODECS: Final[dict[str, Codec]] = {

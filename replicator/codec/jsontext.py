@@ -33,12 +33,25 @@ _JSON: Final = json.JSONDecoder(parse_float=FloatText, parse_constant=_reject_co
 _JSON_NEGATIVE_ZERO: Final = json.JSONDecoder(
     parse_float=FloatText, parse_int=_int_or_negative_zero, parse_constant=_reject_constant
 )
-# `-0` as a JSON number (after ':', ',' or '['), not followed by more of a number; a match inside
-# a string only costs the slower parse.
-_NEGATIVE_ZERO_RE: Final = re.compile(r"[:,\[]\s*-0(?![0-9.eE])")
+# `-0` not followed by more of a number: a JSON number `-0` when the text before it, past JSON
+# whitespace, is ':', ',' or '[' (`_has_negative_zero`); a match inside a string only costs the
+# slower parse. Searched from the `-0` (dates hold many `-0`s, each rejected by its next character).
+_NEGATIVE_ZERO_RE: Final = re.compile(r"-0(?![0-9.eE])")
 # Python's json keeps a lone \uD800-\uDFFF escape as a lone surrogate; Go turns it into U+FFFD.
 _SURROGATE_ESCAPE_RE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _has_negative_zero(text: str) -> bool:
+    """Whether `text` may hold the JSON number `-0` (`[:,[]` JSON-whitespace* `-0`, not followed by
+    more of a number)."""
+    for match in _NEGATIVE_ZERO_RE.finditer(text):
+        k = match.start() - 1
+        while k >= 0 and text[k] in " \t\r\n":
+            k -= 1
+        if k >= 0 and text[k] in ":,[":
+            return True
+    return False
 
 
 def json_kind(value: object) -> str:
@@ -79,7 +92,7 @@ def load_object(buf: bytes, start: int, end: int, where: str) -> dict[str, Any]:
         what = f"not valid UTF-8 ({exc.reason}){hint}"
         raise DecodeError(what, offset=start + exc.start, where=where) from None
     try:
-        decoder = _JSON_NEGATIVE_ZERO if "-0" in text and _NEGATIVE_ZERO_RE.search(text) else _JSON
+        decoder = _JSON_NEGATIVE_ZERO if "-0" in text and _has_negative_zero(text) else _JSON
         obj = decoder.decode(text)
     except json.JSONDecodeError as exc:
         offset = start + len(text[: exc.pos].encode("utf-8"))

@@ -17,6 +17,12 @@ Facts from TiCDC (tiflow `pkg/compression/compress.go`, `pkg/sink/kafka/claimche
 - `handle-key-only`: the key says `"ohk": true` and the value holds only the handle-key columns;
   the full row needs a snapshot read of the upstream TiDB.
 
+canal-json and Simple (one event per message, no key) do the same with the whole message value:
+every value (rows, DDL, watermarks, Simple's BOOTSTRAP) is compressed; a row whose compressed value
+is too large is stored as the claim-check file `{"key": null, "value": <that value>}` and Kafka gets
+the row with only its handle-key columns plus canal-json's `_tidb.claimCheckLocation` / Simple's
+`claimCheckLocation` (Simple also sets `handleKeyOnly`): `one_message_value` is that step for both.
+
 Everything here is pure: bytes in, bytes out, `DecodeError` for anything malformed. Reading the
 file is the caller's (replicator/sources/claimcheck.py).
 """
@@ -25,12 +31,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
+from collections.abc import Callable, Sequence
 from typing import Final, Literal, get_args
 
 import cramjam
 
+from replicator.codec.limits import MAX_RECORD_OVERHEAD, MessageTooLargeError
 from replicator.errors import ConfigError, DecodeError
+from replicator.events import Column, Flag, RowChange
 
 Compression = Literal["none", "lz4", "snappy"]
 COMPRESSIONS: Final[tuple[str, ...]] = get_args(Compression)
@@ -78,6 +88,19 @@ def decompress(compression: str, data: bytes) -> bytes:
     raise ConfigError(f"unknown compression {compression!r}: use one of {', '.join(COMPRESSIONS)}")
 
 
+def decompress_value(compression: str, data: bytes) -> bytes:
+    """A whole message value (canal-json, Simple) decompressed; `DecodeError` at field 'value'. An
+    empty result is an error too: TiCDC never compresses an empty value."""
+    try:
+        plain = decompress(compression, data)
+    except DecodeError as exc:
+        raise DecodeError(exc.what, offset=0, where="value") from None
+    if not plain:
+        raise DecodeError(f"{compression}-compressed value holds no bytes, not a JSON object", offset=0,
+                          where="value")
+    return plain
+
+
 def claim_check_name(location: str) -> str:
     """The file name of a claim-check location (`s3://b/p/<uuid>.json` -> `<uuid>.json`): the
     reference decoder reads that name from its own storage. `DecodeError` when it has none or could
@@ -110,8 +133,51 @@ def parse_claim_check(data: bytes) -> tuple[bytes, bytes]:
     return _b64(obj.get("key"), "key"), _b64(obj["value"], "value")
 
 
-def claim_check_envelope(key: bytes, value: bytes) -> bytes:
+def claim_check_envelope(key: bytes | None, value: bytes) -> bytes:
     """The claim-check file TiCDC writes for the message (key, value) (Go json.Marshal of
-    `ClaimCheckMessage`)."""
-    k, v = base64.b64encode(key).decode("ascii"), base64.b64encode(value).decode("ascii")
-    return f'{{"key":"{k}","value":"{v}"}}'.encode("ascii")
+    `ClaimCheckMessage`; canal-json's and Simple's nil key is `null`)."""
+    k = "null" if key is None else '"' + base64.b64encode(key).decode("ascii") + '"'
+    v = base64.b64encode(value).decode("ascii")
+    return f'{{"key":{k},"value":"{v}"}}'.encode("ascii")
+
+
+ClaimCheckWriter = Callable[[bytes | None, bytes], str]
+"""Stores one message (key, value) as a claim-check file and returns its location (an encoder's
+`claim_check` argument: the simulator's and the tests' stand-in for TiCDC's storage)."""
+
+
+def handle_key_columns(columns: Sequence[Column]) -> tuple[Column, ...]:
+    """The handle-key columns of a row image: what a large-message reference carries."""
+    handle = tuple(c for c in columns if c.flags & Flag.HANDLE_KEY)
+    if columns and not handle:
+        raise ValueError("a large-message reference needs handle-key columns")
+    return handle
+
+
+def one_message_value(
+    row: RowChange,
+    encode: Callable[[RowChange], bytes],
+    *,
+    compression: str = "none",
+    max_message_bytes: int,
+    claim_check: ClaimCheckWriter | None = None,
+    reference_is_key_only: bool = False,
+) -> bytes:
+    """The Kafka value for `row` in a one-event-per-message format (canal-json, Simple), as TiCDC's
+    encoder makes it: `encode(row)` compressed; when that is too large for `max_message_bytes` and a
+    `claim_check` writer is given, the value goes to a claim-check file (key null) and the result is
+    the reference, `encode` of the row with only its handle-key columns and `claim_check` set
+    (`only_handle_key` too where the format marks it: Simple). `MessageTooLargeError` when even
+    that does not fit, as the reference does."""
+    value = compress(compression, encode(row))
+    if len(value) + MAX_RECORD_OVERHEAD > max_message_bytes and claim_check is not None:
+        location = claim_check(None, value)
+        ref = dataclasses.replace(row, claim_check=location, only_handle_key=reference_is_key_only,
+                                  columns=handle_key_columns(row.columns),
+                                  old_columns=handle_key_columns(row.old_columns))
+        value = compress(compression, encode(ref))
+    if len(value) + MAX_RECORD_OVERHEAD > max_message_bytes:
+        raise MessageTooLargeError(
+            f"row of {row.schema}.{row.table} at ts {row.commit_ts} encodes to {len(value)} bytes, "
+            f"more than max-message-bytes {max_message_bytes} allows")
+    return value

@@ -39,7 +39,7 @@ class SimConfig:
     retry_rate: float = 0.01  # per transaction: re-send a few recent events of one partition
     restart_rate: float = 0.0005  # per transaction: a changefeed restart re-sends from the checkpoint
     max_txn_rows: int = 40
-    # TiCDC large-message handling (Open Protocol): every row / DDL value compressed with
+    # TiCDC large-message handling (open, canal-json, simple): every message value compressed with
     # `compression` (none, lz4, snappy); with `claim_check_dir`, a row whose message would exceed
     # `max_message_bytes` is written there as a claim-check file and sent as a reference
     compression: str = "none"
@@ -52,9 +52,9 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.compression not in ("none", "lz4", "snappy"):
             raise ConfigError(f"--compression must be none, lz4 or snappy, not {self.compression!r}")
-        if (self.compression != "none" or self.claim_check_dir) and self.protocol != "open":
-            raise ConfigError("large-message handling (--compression, --claim-check-dir) is simulated for the "
-                              "open protocol only (TiCDC refuses it with craft)")
+        if (self.compression != "none" or self.claim_check_dir) and self.protocol == "craft":
+            raise ConfigError("large-message handling (--compression, --claim-check-dir) is for the open, "
+                              "canal-json and simple protocols: TiCDC has none for craft")
         if self.max_message_bytes < 1:
             raise ConfigError("--max-message-bytes must be >= 1")
         if self.protocol not in PROTOCOLS:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from replicator.codec import Message, codec_for
+from replicator.codec.large import ClaimCheckWriter, claim_check_envelope
 from replicator.events import Column, DdlEvent, Event, Op, Resolved, RowChange, Value
 from replicator.sim.columns import column, gen_value, quote, table_value
 from replicator.sim.expected import ExpectedState, SimStats
@@ -110,38 +111,29 @@ class Simulation:
                 yield from self._emit(p, encode_rows(rows))
 
     def _encoders(self) -> tuple[Callable[[list[RowChange]], list[Message]], Callable[[Event], Message]]:
-        """The codec's encoders; with large-message handling, TiCDC's Open Protocol encoder's:
-        values compressed, oversized rows written to claim-check files and sent as references."""
+        """The codec's encoders; with large-message handling, as TiCDC's encoder for the protocol
+        does it (codec/large.py): values compressed, oversized rows written to claim-check files
+        and sent as references."""
         cfg = self.config
         codec = codec_for(cfg.protocol)
-        if cfg.compression == "none" and not cfg.claim_check_dir:
-            return (lambda rows: codec.encode_rows(rows, max_batch_size=cfg.max_batch_size,
-                                                   max_message_bytes=cfg.max_message_bytes),
-                    lambda ev: codec.encode_event(ev))  # type: ignore[arg-type]
-        from replicator.codec import open_protocol
-        from replicator.codec.large import claim_check_envelope
-
-        names = random.Random(cfg.seed)  # the files' uuids: not the stream's random, which stays as it is
         store = Path(cfg.claim_check_dir) if cfg.claim_check_dir else None
+        write: ClaimCheckWriter | None = None
         if store is not None:
+            names = random.Random(cfg.seed)  # the files' uuids: not the stream's random, which stays as it is
             store.mkdir(parents=True, exist_ok=True)
 
-        def write(key: bytes, value: bytes) -> str:
-            assert store is not None
-            name = f"{uuid.UUID(int=names.getrandbits(128), version=4)}.json"
-            (store / name).write_bytes(claim_check_envelope(key, value))
-            self.claim_check_files += 1
-            return f"{store.resolve().as_uri()}/{name}"
+            def write(key: bytes | None, value: bytes) -> str:
+                name = f"{uuid.UUID(int=names.getrandbits(128), version=4)}.json"
+                (store / name).write_bytes(claim_check_envelope(key, value))
+                self.claim_check_files += 1
+                return f"{store.resolve().as_uri()}/{name}"
 
         def rows_(rows: list[RowChange]) -> list[Message]:
-            return list(open_protocol.encode_rows(
-                rows, max_batch_size=cfg.max_batch_size, max_message_bytes=cfg.max_message_bytes,
-                compression=cfg.compression, claim_check=write if store is not None else None))
+            return codec.encode_rows(rows, max_batch_size=cfg.max_batch_size, max_message_bytes=cfg.max_message_bytes,
+                                     compression=cfg.compression, claim_check=write)
 
         def event(ev: Event) -> Message:
-            if isinstance(ev, DdlEvent):
-                return open_protocol.encode_ddl(ev, compression=cfg.compression)
-            return codec.encode_event(ev)  # type: ignore[arg-type]
+            return codec.encode_event(ev, compression=cfg.compression)  # type: ignore[arg-type]
 
         return rows_, event
 

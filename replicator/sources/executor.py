@@ -61,15 +61,16 @@ def check_row(ev: RowChange) -> None:
     """Refuse a row TiCDC sent without its full image (large-message handling): both readers.
 
     The driver reader resolves claim-check references before this (sources/claimcheck.py); a
-    reference that reaches it comes from the Spark reader, which does not resolve them."""
-    if ev.only_handle_key:
-        raise UnsupportedError(f"row of {ev.schema}.{ev.table} at ts {ev.commit_ts}: {HANDLE_KEY_ONLY_REMEDY}")
+    reference that reaches it comes from the Spark reader, which does not resolve them. A reference
+    is checked first: Simple's also says handleKeyOnly, but its full row exists in the file."""
     if ev.claim_check:  # stops the run (never dead-lettered: the row exists)
         raise ClaimCheckError(
             f"row of {ev.schema}.{ev.table} at ts {ev.commit_ts} is a claim-check reference {ev.claim_check!r} "
             "(TiCDC large-message handling), which --reader spark does not resolve: run with --reader "
             "driver --claim-check-storage <the changefeed's claim-check-storage-uri>"
         )
+    if ev.only_handle_key:
+        raise UnsupportedError(f"row of {ev.schema}.{ev.table} at ts {ev.commit_ts}: {HANDLE_KEY_ONLY_REMEDY}")
 
 
 def _columns(cols: tuple[Column, ...]) -> tuple[tuple[str, int, int, Any], ...]:

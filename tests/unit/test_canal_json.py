@@ -592,3 +592,56 @@ def test_ticdc_encoder_test_table_round_trips(op: str) -> None:
     assert again["type"] == op and again["pkNames"] == ["tu1"]
     assert again["sqlType"] == {n: s for n, (_, s, _, _) in LARGE.items()}  # unsigned promotions included
     assert again["mysqlType"] == {n: m for n, (m, _, _, _) in LARGE.items()}
+
+
+# -- decode speed without changed results: type shapes shared across messages, rows by plan ----------
+
+
+def test_shared_type_shapes_give_the_same_rows_in_any_field_order() -> None:
+    types = {"id": "int", "u": "bigint unsigned", "b": "varbinary", "d": "decimal", "t": "datetime"}
+    data = [{"id": "1", "u": "18446744073709551615", "b": "\u00ff\u0000", "d": "-1.50", "t": "2000-01-02 03:04:05"}]
+    first = decode(None, message(mysqlType=types, sqlType={"id": 4, "u": 3, "b": 2004, "d": 3, "t": 93}, data=data))
+    again = decode(None, message(mysqlType=types, sqlType={"id": 4, "u": 3, "b": 2004, "d": 3, "t": 93}, data=data))
+    shuffled = dict(reversed(list(types.items())))  # TiCDC writes mysqlType from a Go map: any order
+    java = {"id": 4, "u": 3, "b": 2004, "d": 3, "t": 93}
+    third = decode(None, message(mysqlType=shuffled, sqlType=java, data=data))
+    assert first == again == third
+    assert cols(first[0]) == {"id": 1, "u": (1 << 64) - 1, "b": b"\xff\x00", "d": Decimal("-1.50"),
+                              "t": dt.datetime(2000, 1, 2, 3, 4, 5)}
+    # the same names then a value that does not convert: the column is still named
+    with pytest.raises(DecodeError, match=r"outside the 64-bit range at field 'data' row 0 column 'u'"):
+        decode(None, message(mysqlType=types, sqlType={"id": 4, "u": 3, "b": 2004, "d": 3, "t": 93},
+                             data=[data[0] | {"u": "18446744073709551616"}]))
+    with pytest.raises(DecodeError, match=r"strings or null at field 'data' row 0 column 'id'"):
+        decode(None, message(mysqlType=types, data=[data[0] | {"id": 1}]))
+    # equal as dict keys, not as JSON: a shape learnt from sqlType 4 never admits 4.0 or true
+    decode(None, message(mysqlType={"id": "int"}, sqlType={"id": 4}, data=[{"id": "1"}]))
+    for bad in ("4.0", "true"):
+        with pytest.raises(DecodeError, match="not a Java SQL type"):
+            decode(None, message(mysqlType={"id": "int"}, data=[{"id": "1"}]).replace(
+                b'"sqlType": null', b'"sqlType": {"id": ' + bad.encode() + b"}"))
+
+
+@pytest.mark.parametrize("text, value", [("-0", 0), ("0", 0), ("007", 7), ("18446744073709551615", (1 << 64) - 1)])
+def test_unsigned_integer_forms(text: str, value: int) -> None:
+    (ev,) = decode(None, message(mysqlType={"id": "int unsigned"}, data=[{"id": text}]))
+    assert cols(ev) == {"id": value}
+
+
+@pytest.mark.parametrize("text", ["", "-", "+1", " 1", "1_000", "\u0661", "1.0", "--1", "-1"])
+def test_integer_forms_refused(text: str) -> None:
+    with pytest.raises(DecodeError, match=r"not an integer|outside the 64-bit range"):
+        decode(None, message(mysqlType={"id": "int unsigned"}, data=[{"id": text}]))
+    if text != "-1":
+        with pytest.raises(DecodeError, match="not an integer"):
+            decode(None, message(mysqlType={"id": "int"}, data=[{"id": text}]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=':,[ \t\r\n-0.e9a"x', max_size=30))
+def test_negative_zero_scan_is_the_regex_it_replaces(text: str) -> None:
+    import re
+
+    from replicator.codec.jsontext import _has_negative_zero
+
+    assert _has_negative_zero(text) == bool(re.search(r"[:,\[][ \t\r\n]*-0(?![0-9.eE])", text))

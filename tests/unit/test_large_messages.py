@@ -1,5 +1,5 @@
 """TiCDC large messages (issue 30 part 4): value compression, claim-check envelopes and references,
-handle-key-only rows, and their settings.
+handle-key-only rows, and their settings, for the Open Protocol, canal-json and Simple.
 
 Vectors are built by hand from the formats TiCDC uses (tiflow pkg/compression/compress.go):
 - snappy = klauspost/compress/snappy `Encode`, the raw *block* format: uvarint decoded length, then
@@ -12,11 +12,14 @@ Vectors are built by hand from the formats TiCDC uses (tiflow pkg/compression/co
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -26,7 +29,7 @@ from replicator.cli import build_parser
 from replicator.cli.common import settings_from
 from replicator.cli.run import run_options
 from replicator.cli.settings import DecodeCommand, options
-from replicator.codec import codec_for
+from replicator.codec import canal_json, codec_for, simple
 from replicator.codec.large import (
     claim_check_envelope,
     claim_check_name,
@@ -34,7 +37,9 @@ from replicator.codec.large import (
     decompress,
     parse_claim_check,
 )
+from replicator.codec.limits import MessageTooLargeError
 from replicator.codec.open_protocol import decode, encode_ddl, encode_resolved, encode_rows
+from replicator.codec.state import CodecState
 from replicator.codec.values import DecodeOptions
 from replicator.errors import ClaimCheckError, ConfigError, DecodeError, UnsupportedError
 from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
@@ -275,22 +280,205 @@ def test_settings_flags_env_and_config(tmp_path: Path, monkeypatch: pytest.Monke
 # -- the simulator emits such streams ----------------------------------------------------------
 
 
-def _decoded(sim: Simulation, checks: ClaimChecks) -> list[Event]:
+def _decoded(messages: list[tuple[int, bytes | None, bytes]], checks: ClaimChecks) -> list[Event]:
     out: list[Event] = []
-    for p, key, value in sim.messages():
+    for p, key, value in messages:
         pos = Position("t", p, 0)
-        out += checks.resolve(codec_for("open").decode(key, value, options=checks.options, position=pos), pos)
+        out += checks.resolve(checks.codec.decode(key, value, options=checks.options, position=pos), pos)
     return out
 
 
+@pytest.mark.parametrize("protocol", ["open", "canal-json", "simple"])
 @pytest.mark.parametrize("codec", ["none", "lz4", "snappy"])
-def test_simulated_large_messages_decode_to_the_plain_stream(tmp_path: Path, codec: str) -> None:
-    base = SimConfig(protocol="open", seed=3, events=300, partitions=2, tables=4, ddl="auto")
-    plain = _decoded(Simulation(base), ClaimChecks(None, codec_for("open"), DecodeOptions()))
+def test_simulated_large_messages_decode_to_the_plain_stream(tmp_path: Path, codec: str, protocol: str) -> None:
+    base = SimConfig(protocol=protocol, seed=3, events=300, partitions=2, tables=4, ddl="auto")  # type: ignore[arg-type]
+    plain = _decoded(list(Simulation(base).messages()),
+                     ClaimChecks(None, codec_for(protocol), DecodeOptions(state=CodecState())))
     sim = Simulation(dataclasses.replace(base, compression=codec, claim_check_dir=str(tmp_path),
                                          max_message_bytes=700))
-    checks = ClaimChecks(str(tmp_path), codec_for("open"), DecodeOptions(compression=codec))
-    assert _decoded(sim, checks) == plain
-    assert checks.resolved == sim.claim_check_files == len(list(tmp_path.iterdir())) > 10
-    with pytest.raises(ConfigError, match="open protocol only"):
-        SimConfig(protocol="craft", compression=codec if codec != "none" else "lz4")
+    messages = list(sim.messages())
+    checks = ClaimChecks(str(tmp_path), codec_for(protocol), DecodeOptions(compression=codec, state=CodecState()))
+    assert _decoded(messages, checks) == plain
+    assert checks.resolved == sim.claim_check_files == len(list(tmp_path.iterdir())) > 3
+    if codec != "none" and protocol != "open":  # every value compressed: none reads as plain JSON
+        assert not any(v.startswith(b"{") for _p, _k, v in messages)
+
+
+def test_craft_has_no_large_message_handling() -> None:
+    with pytest.raises(ConfigError, match="none for craft"):
+        SimConfig(protocol="craft", compression="lz4")
+    with pytest.raises(ConfigError, match=r"no large-message handling.*for craft"):
+        codec_for("craft").encode_rows([row()], compression="snappy")
+    argv = ["run", "--warehouse", "/wh", "--protocol", "craft", "--compression", "lz4"]
+    with pytest.raises(ConfigError, match=r"no large-message handling.*for craft"):
+        run_options(settings_from(build_parser().parse_args(argv)))
+    for protocol in ("canal-json", "simple"):
+        argv = ["run", "--warehouse", "/wh", "--protocol", protocol, "--compression", "lz4",
+                "--claim-check-storage", "/cc"]
+        o = run_options(settings_from(build_parser().parse_args(argv)))
+        assert (o.decode.compression, o.claim_check_storage) == ("lz4", "/cc")
+
+
+# -- canal-json and Simple: vectors written from TiCDC's encoders (tiflow canal_json_row_event_encoder.go,
+# simple/encoder.go + message.go): the reference is the row with only its handle-key columns plus
+# canal-json `_tidb.claimCheckLocation` / Simple `claimCheckLocation` and `handleKeyOnly`; the file is
+# {"key": null, "value": <the original value, compressed like every value>}. ------------------------
+
+
+def snappy_literal(data: bytes) -> bytes:
+    """snappy's block format with the whole input as one literal: the uvarint length, then the tag
+    (n-1)<<2 up to 60 bytes, or 60<<2 and one byte n-1 for 61..256 bytes."""
+    n = len(data)
+    assert 0 < n <= 256
+    length = bytes([n]) if n < 128 else bytes([0x80 | (n & 0x7F), n >> 7])
+    head = bytes([(n - 1) << 2]) if n <= 60 else bytes([60 << 2, n - 1])
+    return length + head + data
+
+
+BIG_TEXT = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(3))  # 192 bytes snappy cannot shrink
+CANAL_FULL = (b'{"id":0,"database":"test","table":"t1","pkNames":["id"],"isDdl":false,"type":"INSERT",'
+              b'"es":1585040583740,"ts":1585040583740,"sql":"","sqlType":{"id":4,"v":12},'
+              b'"mysqlType":{"id":"int","v":"varchar"},"old":null,"data":[{"id":"2","v":"' + BIG_TEXT.encode() + b'"}],'
+              b'"_tidb":{"commitTs":415508878783938562}}')
+CANAL_REF = (b'{"id":0,"database":"test","table":"t1","pkNames":["id"],"isDdl":false,"type":"INSERT",'
+             b'"es":1585040583740,"ts":1585040583740,"sql":"","sqlType":{"id":4},"mysqlType":{"id":"int"},'
+             b'"old":null,"data":[{"id":"2"}],'
+             b'"_tidb":{"commitTs":415508878783938562,"claimCheckLocation":"s3://bkt/cc/0b5d.json"}}')
+CANAL_KEY_ONLY = CANAL_REF.replace(b'"claimCheckLocation":"s3://bkt/cc/0b5d.json"', b'"onlyHandleKey":true')
+CANAL_WATERMARK = (b'{"id":0,"database":"","table":"","pkNames":null,"isDdl":false,"type":"TIDB_WATERMARK",'
+                   b'"es":0,"ts":0,"sql":"","sqlType":null,"mysqlType":null,"data":null,"old":null,'
+                   b'"_tidb":{"watermarkTs":9}}')
+
+
+def test_canal_json_reference_and_file_are_what_ticdc_writes(tmp_path: Path) -> None:
+    big = row(ident=2, text=BIG_TEXT)
+    files: dict[str, bytes] = {}
+
+    def write(key: bytes | None, value: bytes) -> str:
+        files["0b5d.json"] = claim_check_envelope(key, value)
+        return "s3://bkt/cc/0b5d.json"
+
+    assert canal_json.encode_rows([big]) == [CANAL_FULL]
+    # 36 bytes of record overhead: the full message does not fit, the reference just does
+    limit = len(CANAL_REF) + 36
+    (ref,) = canal_json.encode_rows([big], max_message_bytes=limit, claim_check=write)
+    assert ref == CANAL_REF
+    assert files == {"0b5d.json": b'{"key":null,"value":"' + base64.b64encode(CANAL_FULL) + b'"}'}
+    (packed,) = canal_json.encode_rows([big], max_message_bytes=len(compress("snappy", CANAL_REF)) + 36,
+                                       claim_check=write, compression="snappy")
+    assert parse_claim_check(files["0b5d.json"]) == (b"", compress("snappy", CANAL_FULL))
+    assert decompress("snappy", packed) == CANAL_REF
+    with pytest.raises(MessageTooLargeError, match="max-message-bytes"):
+        canal_json.encode_rows([big], max_message_bytes=limit)
+    with pytest.raises(MessageTooLargeError, match="max-message-bytes"):  # not even the reference fits
+        canal_json.encode_rows([big], max_message_bytes=limit - 1, claim_check=write)
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "snappy"])
+def test_canal_json_reference_resolves_and_a_missing_file_stops(tmp_path: Path, codec: str) -> None:
+    opts = DecodeOptions(compression=codec)
+    (ref,) = canal_json.decode(None, compress(codec, CANAL_REF), options=opts, position=POS)
+    assert isinstance(ref, RowChange) and ref.claim_check == "s3://bkt/cc/0b5d.json" and not ref.only_handle_key
+    assert ref.columns == (Column("id", int(TypeCode.LONG), int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY | Flag.BINARY),
+                                  2),)
+    with pytest.raises(ClaimCheckError, match="--reader spark does not resolve"):
+        check_row(ref)
+    checks = ClaimChecks(str(tmp_path), codec_for("canal-json"), opts)
+    with pytest.raises(ClaimCheckError) as err:
+        checks.resolve([ref], POS)
+    assert "topic 'cdc' partition 2 offset 41" in str(err.value) and str(tmp_path / "0b5d.json") in str(err.value)
+    (tmp_path / "0b5d.json").write_bytes(claim_check_envelope(None, compress(codec, CANAL_FULL)))
+    (full,) = checks.resolve([ref], POS)
+    assert full == canal_json.decode(None, CANAL_FULL, position=POS)[0]
+    assert isinstance(full, RowChange) and full.columns[1].value == BIG_TEXT and not full.claim_check
+    check_row(full)
+
+
+def test_canal_json_handle_key_only_is_refused_with_the_remedy() -> None:
+    (ev,) = canal_json.decode(None, CANAL_KEY_ONLY)
+    assert isinstance(ev, RowChange) and ev.only_handle_key and not ev.claim_check and len(ev.columns) == 1
+    assert ClaimChecks(None, codec_for("canal-json"), DecodeOptions()).resolve([ev], POS) == [ev]  # no file to read
+    with pytest.raises(UnsupportedError, match=r"handle-key-only.*snapshot read.*claim-check"):
+        check_row(ev)
+
+
+@pytest.mark.parametrize("protocol", ["canal-json", "simple"])
+def test_compressed_values_hand_packed(protocol: str) -> None:
+    """Every value compressed: a watermark as snappy's literal block, decoded only with the setting."""
+    plain = CANAL_WATERMARK if protocol == "canal-json" else (
+        b'{"version":1,"type":"WATERMARK","commitTs":9,"buildTs":0}')
+    packed = snappy_literal(plain)
+    assert codec_for(protocol).decode(None, packed, options=DecodeOptions(compression="snappy")) == [Resolved(9)]
+    assert decompress("snappy", compress("snappy", plain)) == plain
+    with pytest.raises(DecodeError, match=r"UTF-8|JSON"):
+        codec_for(protocol).decode(None, packed)
+    with pytest.raises(DecodeError, match="not lz4-compressed") as err:
+        codec_for(protocol).decode(None, plain, options=DecodeOptions(compression="lz4"), position=POS)
+    assert "partition 2 offset 41" in str(err.value)
+    assert codec_for(protocol).encode_event(Resolved(9), compression="snappy")[1] != codec_for(protocol).encode_event(
+        Resolved(9))[1]
+
+
+def _simple_state(big: RowChange) -> tuple[DecodeOptions, dict[str, Any]]:
+    schema = simple.table_schema(big.schema, big.table, big.image)
+    opts = DecodeOptions(state=CodecState())
+    assert simple.decode(None, simple.encode_bootstrap(schema), options=opts) == []
+    return opts, schema
+
+
+def test_simple_reference_carries_handle_key_only_and_the_full_rows_checksum(tmp_path: Path) -> None:
+    big = row(ident=2, text="large " * 40)
+    opts, schema = _simple_state(big)
+    full = simple.encode_row(big, schema, checksum=True)
+    files: dict[str, bytes] = {}
+
+    def write(key: bytes | None, value: bytes) -> str:
+        files["0b5d.json"] = claim_check_envelope(key, value)
+        return "s3://bkt/cc/0b5d.json"
+
+    bootstrap, ref = simple.encode_rows([big], checksum=True, max_message_bytes=400, claim_check=write)
+    assert bootstrap == simple.encode_bootstrap(schema)
+    msg, original = json.loads(ref), json.loads(full)
+    assert msg["claimCheckLocation"] == "s3://bkt/cc/0b5d.json" and msg["handleKeyOnly"] is True
+    assert msg["data"] == {"id": "2"} and msg["checksum"] == original["checksum"] != {}
+    assert {k: v for k, v in msg.items() if k not in ("claimCheckLocation", "handleKeyOnly", "data")} == {
+        k: v for k, v in original.items() if k != "data"}
+    assert parse_claim_check(files["0b5d.json"]) == (b"", full)
+    (ev,) = simple.decode(None, ref, options=opts, position=POS)  # the checksum is not checked on a reference
+    assert isinstance(ev, RowChange) and ev.claim_check and ev.only_handle_key and len(ev.columns) == 1
+    with pytest.raises(ClaimCheckError, match="--reader spark does not resolve"):
+        check_row(ev)  # a reference first: its row exists, in the file
+    (tmp_path / "0b5d.json").write_bytes(files["0b5d.json"])
+    verified = opts.state.checksums_verified if opts.state else 0
+    (resolved,) = ClaimChecks(str(tmp_path), codec_for("simple"), opts).resolve([ev], POS)
+    assert opts.state is not None and opts.state.checksums_verified == verified + 1  # the file's row is verified
+    assert isinstance(resolved, RowChange) and [c.value for c in resolved.columns] == [c.value for c in big.columns]
+    assert resolved == simple.decode(None, full, options=opts, position=POS)[0] and not resolved.claim_check
+    (tmp_path / "0b5d.json").unlink()
+    with pytest.raises(ClaimCheckError, match=r"partition 2 offset 41.*no file .*0b5d\.json"):
+        ClaimChecks(str(tmp_path), codec_for("simple"), opts).resolve([ev], POS)
+
+
+def test_simple_handle_key_only_is_refused_with_the_remedy() -> None:
+    big = row(ident=2, text="large")
+    opts, schema = _simple_state(big)
+    msg = json.loads(simple.encode_row(big, schema))
+    msg |= {"handleKeyOnly": True, "data": {"id": "2"}}
+    (ev,) = simple.decode(None, json.dumps(msg).encode(), options=opts)
+    assert isinstance(ev, RowChange) and ev.only_handle_key and not ev.claim_check
+    with pytest.raises(UnsupportedError, match=r"handle-key-only.*snapshot read.*claim-check"):
+        check_row(ev)
+
+
+@settings(max_examples=300, deadline=None)
+@given(protocol=st.sampled_from(["canal-json", "simple"]), codec=st.sampled_from(["lz4", "snappy"]),
+       value=st.binary(max_size=200) | st.sampled_from([CANAL_REF, CANAL_KEY_ONLY, CANAL_WATERMARK]))
+def test_any_bytes_decode_to_events_or_decode_error_one_event_formats(protocol: str, codec: str,
+                                                                      value: bytes) -> None:
+    opts = DecodeOptions(compression=codec, state=CodecState())
+    for data in (value, compress(codec, value)):
+        try:
+            events = codec_for(protocol).decode(None, data, options=opts, position=POS)
+        except DecodeError:
+            continue
+        assert all(isinstance(ev, RowChange | Resolved | DdlEvent) for ev in events)

@@ -10,6 +10,9 @@ One JSON object per Kafka message, no key (tiflow `pkg/sink/codec/canal`):
   classified into the same 36-code table (`replicator.ddl_classify`) and checked against canal's
   `type`; unclassifiable DDL is a `DecodeError`. TiCDC sends DDL to partition 0 only (the other
   protocols broadcast it): the codec says so (`broadcasts_ddl`), and the simulator follows.
+- Large messages (codec/large.py): with `DecodeOptions.compression` every value is decompressed
+  first; `_tidb.claimCheckLocation` marks a reference (the row's handle-key columns only) the
+  engine resolves from the claim-check file, `_tidb.onlyHandleKey` a handle-key-only row it refuses.
 - A message without `_tidb` (extension off) is a `DecodeError` saying to enable the extension:
   without commit ts and watermarks exactly-once replication is impossible.
 

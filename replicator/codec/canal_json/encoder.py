@@ -20,8 +20,8 @@ from replicator.codec.canal_json.common import (
     java_sql_type,
     mysql_type,
 )
+from replicator.codec.large import ClaimCheckWriter, compress, one_message_value
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
-from replicator.codec.open_protocol.common import MAX_RECORD_OVERHEAD, MessageTooLargeError
 from replicator.codec.open_protocol.golang import _digits, _json_string, _layout, go_float_text
 from replicator.ddl_classify import canal_event_type
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
@@ -162,40 +162,43 @@ def encode_rows(
     timezone: dt.tzinfo = dt.UTC,
     only_output_updated_columns: bool = False,
     delete_only_handle_key_columns: bool = False,
+    compression: str = "none",
+    claim_check: ClaimCheckWriter | None = None,
 ) -> list[bytes]:
-    """Row events -> one message value each (canal-json never batches); a row whose message exceeds
-    `max_message_bytes` raises `MessageTooLargeError`, as the reference does without large-message handling."""
-    out = []
-    for row in rows:
-        value = encode_row(row, timezone=timezone, only_output_updated_columns=only_output_updated_columns,
-                           delete_only_handle_key_columns=delete_only_handle_key_columns)
-        if len(value) + MAX_RECORD_OVERHEAD > max_message_bytes:
-            raise MessageTooLargeError(
-                f"row of {row.schema}.{row.table} at ts {row.commit_ts} encodes to {len(value)} bytes, "
-                f"more than max-message-bytes {max_message_bytes} allows"
-            )
-        out.append(value)
-    return out
+    """Row events -> one message value each (canal-json never batches).
+
+    TiCDC's large-message handling (codec/large.py): every value compressed with `compression`;
+    with `claim_check`, a row whose value exceeds `max_message_bytes` is stored through it and sent
+    as a reference (its handle-key columns and `_tidb.claimCheckLocation`). Without it such a row
+    raises `MessageTooLargeError`, as the reference does without large-message handling."""
+
+    def encode(row: RowChange) -> bytes:
+        return encode_row(row, timezone=timezone, only_output_updated_columns=only_output_updated_columns,
+                          delete_only_handle_key_columns=delete_only_handle_key_columns)
+
+    return [one_message_value(row, encode, compression=compression, max_message_bytes=max_message_bytes,
+                              claim_check=claim_check) for row in rows]
 
 
 def _tail(extension: str) -> str:
     return f',"sqlType":null,"mysqlType":null,"data":null,"old":null,"_tidb":{{{extension}}}}}'
 
 
-def encode_ddl(ddl: DdlEvent) -> bytes:
-    """A DDL event -> its message value; `type` is canal's event type for the DDL's code."""
+def encode_ddl(ddl: DdlEvent, *, compression: str = "none") -> bytes:
+    """A DDL event -> its message value (compressed as TiCDC's large-message-handle-compression
+    does); `type` is canal's event type for the DDL's code."""
     if not 0 <= ddl.commit_ts < UINT64_LIMIT:
         raise ValueError(f"commit ts {ddl.commit_ts} is not a uint64")
     head = _head(canal_event_type(ddl.ddl_type), ddl.commit_ts, ddl.schema, ddl.table, "null", True, ddl.query)
     # Always written (Go's omitempty would leave out a zero, which no real commit ts is): the decoder
     # refuses a DDL without one rather than read it as ts 0.
-    return (head + _tail(f'"commitTs":{ddl.commit_ts}')).encode("utf-8")
+    return compress(compression, (head + _tail(f'"commitTs":{ddl.commit_ts}')).encode("utf-8"))
 
 
-def encode_resolved(ts: int | Resolved) -> bytes:
-    """A resolved ts -> a WATERMARK message value."""
+def encode_resolved(ts: int | Resolved, *, compression: str = "none") -> bytes:
+    """A resolved ts -> a WATERMARK message value (compressed too, as TiCDC does)."""
     value = ts.ts if isinstance(ts, Resolved) else ts
     if not 0 <= value < UINT64_LIMIT:
         raise ValueError(f"watermark {value} is not a uint64")
     head = _head(WATERMARK_TYPE, value, "", "", "null", False, "")
-    return (head + _tail(f'"watermarkTs":{value}' if value else "")).encode("utf-8")
+    return compress(compression, (head + _tail(f'"watermarkTs":{value}' if value else "")).encode("utf-8"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from typing import Final, TypeAlias
 
-from replicator.errors import ReplicatorError
+from replicator.codec.limits import MAX_RECORD_OVERHEAD, MessageTooLargeError
 from replicator.events import (
     Flag,
     TypeCode,
@@ -14,8 +14,7 @@ from replicator.events import (
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
 BATCH_VERSION: Final = 1
-# sarama's per-record overhead the reference adds to a message's size (common.MaxRecordOverhead).
-MAX_RECORD_OVERHEAD: Final = 5 * 5 + 10 + 1
+__all__ = ["BATCH_VERSION", "MAX_RECORD_OVERHEAD", "MessageTooLargeError"]
 
 _ROW, _DDL, _RESOLVED = 1, 2, 3
 _U64: Final = struct.Struct(">Q")
@@ -26,10 +25,6 @@ _UINT64_LIMIT: Final = 1 << 64
 _BINARY: Final = int(Flag.BINARY)
 _HANDLE_KEY: Final = int(Flag.HANDLE_KEY)
 _UNSIGNED: Final = int(Flag.UNSIGNED)
-
-
-class MessageTooLargeError(ReplicatorError):
-    """One row alone exceeds max-message-bytes (the reference's ErrMessageTooLarge)."""
 
 
 def _short(text: str, limit: int = 60) -> str:

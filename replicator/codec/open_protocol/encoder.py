@@ -6,12 +6,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Final
 
 from replicator.codec import values
-from replicator.codec.large import compress
+from replicator.codec.large import ClaimCheckWriter, compress, handle_key_columns
 from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.open_protocol.common import (
     _BINARY,
@@ -203,7 +203,7 @@ def encode_rows(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     timezone: dt.tzinfo = dt.UTC,
     compression: str = "none",
-    claim_check: Callable[[bytes, bytes], str] | None = None,
+    claim_check: ClaimCheckWriter | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Row events of ONE Kafka partition -> (key, value) messages, batched as the reference does.
 
@@ -230,7 +230,8 @@ def encode_rows(
         if size + MAX_RECORD_OVERHEAD + 16 + 8 > max_message_bytes and claim_check is not None:
             location = claim_check(_VERSION_HEAD + _frame(key), _frame(value))
             ref = dataclasses.replace(row, claim_check=location, only_handle_key=False,
-                                      columns=_handle_only(row.columns), old_columns=_handle_only(row.old_columns))
+                                      columns=handle_key_columns(row.columns),
+                                      old_columns=handle_key_columns(row.old_columns))
             key, value = _row_key(ref), compress(compression, _row_value(ref, timezone))
             size = len(key) + len(value)
         if size + MAX_RECORD_OVERHEAD + 16 + 8 > max_message_bytes:
@@ -252,14 +253,6 @@ def encode_rows(
         msg_value += value
         in_batch += 1
     return [(bytes(k), bytes(v)) for k, v in messages]
-
-
-def _handle_only(columns: Sequence[Column]) -> tuple[Column, ...]:
-    """The handle-key columns of a row image (what a large-message reference carries)."""
-    handle = tuple(c for c in columns if c.flags & _HANDLE_KEY)
-    if columns and not handle:
-        raise ValueError("a large-message reference needs handle-key columns")
-    return handle
 
 
 def encode_ddl(ddl: DdlEvent, *, compression: str = "none") -> tuple[bytes, bytes]:

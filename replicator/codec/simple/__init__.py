@@ -18,8 +18,11 @@ ticdc/ticdc-simple-protocol.md), every message with `version` 1 and a `type`:
   their number, binary (a `blob` / `binary` type) as base64, TIMESTAMP as `{location, value}`.
 - `checksum` {version, corrupted, current, previous}: the CRC32 of the new / old row
   (`codec.checksum`), verified when non-zero; a mismatch or `corrupted` raises `ChecksumError`.
-Not supported: the Avro encoding; handle-key-only and claim-check rows decode with their marks
-(the engine refuses them, as for the other protocols).
+- Large messages (codec/large.py): with `DecodeOptions.compression` every value is decompressed
+  first; a `claimCheckLocation` row (TiCDC also sets `handleKeyOnly` on it) decodes to a reference
+  the engine resolves from the claim-check file, its checksum (the full row's) left to the file's
+  row; a `handleKeyOnly` row without one decodes with its mark, and the engine refuses it.
+Not supported: the Avro encoding.
 """
 
 from __future__ import annotations

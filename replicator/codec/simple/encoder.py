@@ -26,8 +26,8 @@ from zoneinfo import ZoneInfo
 from replicator.codec.canal_json.common import CODES
 from replicator.codec.canal_json.encoder import _value_text
 from replicator.codec.checksum import row_checksum
+from replicator.codec.large import ClaimCheckWriter, compress, one_message_value
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
-from replicator.codec.open_protocol.common import MAX_RECORD_OVERHEAD, MessageTooLargeError
 from replicator.codec.simple.common import (
     BOOTSTRAP,
     SIMPLE_DDL_TYPES,
@@ -134,8 +134,10 @@ def _crc(image: dict[str, Any], order: list[str], cols: dict[str, ColumnSchema])
 
 
 def encode_row(row: RowChange, schema: dict[str, Any], *, timezone: dt.tzinfo = dt.UTC,
-               checksum: bool = False) -> bytes:
-    """One row event -> its DML message value, against `schema` (`table_schema`)."""
+               checksum: bool = False, checksum_of: RowChange | None = None) -> bytes:
+    """One row event -> its DML message value, against `schema` (`table_schema`). The checksum
+    covers `checksum_of`'s images when given: a large-message reference (handle-key columns only)
+    carries its full row's, as TiCDC's does."""
     if not 0 <= row.commit_ts < UINT64_LIMIT:
         raise ValueError(f"commit ts {row.commit_ts} is not a uint64")
     cols = _schema_columns(schema)
@@ -163,9 +165,13 @@ def encode_row(row: RowChange, schema: dict[str, Any], *, timezone: dt.tzinfo = 
     if row.only_handle_key:
         msg["handleKeyOnly"] = True
     if checksum:
+        full_new, full_old = data, old
+        if checksum_of is not None and checksum_of is not row:
+            full_new = _image(checksum_of.columns, cols, timezone) if data is not None else None
+            full_old = _image(checksum_of.old_columns, cols, timezone) if old is not None else None
         msg["checksum"] = {"version": 0, "corrupted": False,
-                           "current": _crc(data, order, cols) if data is not None else 0,
-                           "previous": _crc(old, order, cols) if old is not None else 0}
+                           "current": _crc(full_new, order, cols) if full_new is not None else 0,
+                           "previous": _crc(full_old, order, cols) if full_old is not None else 0}
     if data is not None:
         msg["data"] = data
     if old is not None:
@@ -173,9 +179,11 @@ def encode_row(row: RowChange, schema: dict[str, Any], *, timezone: dt.tzinfo = 
     return _dumps(msg)
 
 
-def encode_bootstrap(schema: dict[str, Any]) -> bytes:
-    """A BOOTSTRAP message value: the table's schema, commit ts 0."""
-    return _dumps({"version": VERSION, "type": BOOTSTRAP, "commitTs": 0, "buildTs": 0, "tableSchema": schema})
+def encode_bootstrap(schema: dict[str, Any], *, compression: str = "none") -> bytes:
+    """A BOOTSTRAP message value: the table's schema, commit ts 0 (compressed as TiCDC's
+    large-message-handle-compression does)."""
+    return compress(compression, _dumps({"version": VERSION, "type": BOOTSTRAP, "commitTs": 0, "buildTs": 0,
+                                         "tableSchema": schema}))
 
 
 def encode_rows(
@@ -184,37 +192,46 @@ def encode_rows(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     timezone: dt.tzinfo = dt.UTC,
     checksum: bool = False,
+    compression: str = "none",
+    claim_check: ClaimCheckWriter | None = None,
 ) -> list[bytes]:
     """Row events -> one message value each, a BOOTSTRAP before the first row of each table schema
-    (see the module docstring); a message over `max_message_bytes` raises `MessageTooLargeError`."""
+    (see the module docstring).
+
+    TiCDC's large-message handling (codec/large.py): every value compressed with `compression`;
+    with `claim_check`, a row whose value exceeds `max_message_bytes` is stored through it and sent
+    as a reference (its handle-key columns, `claimCheckLocation` and `handleKeyOnly`). Without it
+    such a row raises `MessageTooLargeError`."""
     out = []
     sent: dict[tuple[str, str], int] = {}
     for row in rows:
         schema = table_schema(row.schema, row.table, row.image)
         if sent.get((row.schema, row.table)) != schema["version"]:
-            out.append(encode_bootstrap(schema))
+            out.append(encode_bootstrap(schema, compression=compression))
             sent[(row.schema, row.table)] = schema["version"]
-        value = encode_row(row, schema, timezone=timezone, checksum=checksum)
-        if len(value) + MAX_RECORD_OVERHEAD > max_message_bytes:
-            raise MessageTooLargeError(
-                f"row of {row.schema}.{row.table} at ts {row.commit_ts} encodes to {len(value)} bytes, "
-                f"more than max-message-bytes {max_message_bytes} allows")
-        out.append(value)
+
+        def encode(r: RowChange, full: RowChange = row, schema: dict[str, Any] = schema) -> bytes:
+            return encode_row(r, schema, timezone=timezone, checksum=checksum, checksum_of=full)
+
+        out.append(one_message_value(row, encode, compression=compression, max_message_bytes=max_message_bytes,
+                                     claim_check=claim_check, reference_is_key_only=True))
     return out
 
 
-def encode_ddl(ddl: DdlEvent) -> bytes:
-    """A DDL event -> its message value; `type` is Simple's for the DDL's code (others QUERY)."""
+def encode_ddl(ddl: DdlEvent, *, compression: str = "none") -> bytes:
+    """A DDL event -> its message value (compressed as TiCDC does); `type` is Simple's for the
+    DDL's code (others QUERY)."""
     if not 0 <= ddl.commit_ts < UINT64_LIMIT:
         raise ValueError(f"commit ts {ddl.commit_ts} is not a uint64")
-    return _dumps({"version": VERSION, "database": ddl.schema, "table": ddl.table,
-                   "type": SIMPLE_DDL_TYPES.get(ddl.ddl_type, "QUERY"), "sql": ddl.query,
-                   "commitTs": ddl.commit_ts, "buildTs": _build_ts(ddl.commit_ts)})
+    return compress(compression, _dumps({"version": VERSION, "database": ddl.schema, "table": ddl.table,
+                                         "type": SIMPLE_DDL_TYPES.get(ddl.ddl_type, "QUERY"), "sql": ddl.query,
+                                         "commitTs": ddl.commit_ts, "buildTs": _build_ts(ddl.commit_ts)}))
 
 
-def encode_resolved(ts: int | Resolved) -> bytes:
-    """A resolved ts -> a WATERMARK message value."""
+def encode_resolved(ts: int | Resolved, *, compression: str = "none") -> bytes:
+    """A resolved ts -> a WATERMARK message value (compressed too, as TiCDC does)."""
     value = ts.ts if isinstance(ts, Resolved) else ts
     if not 0 <= value < UINT64_LIMIT:
         raise ValueError(f"watermark {value} is not a uint64")
-    return _dumps({"version": VERSION, "type": WATERMARK, "commitTs": value, "buildTs": _build_ts(value)})
+    return compress(compression, _dumps({"version": VERSION, "type": WATERMARK, "commitTs": value,
+                                         "buildTs": _build_ts(value)}))
