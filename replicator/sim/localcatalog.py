@@ -45,6 +45,8 @@ from replicator.sim.localkafka.process import (
     pid_alive,
     port_free,
     read_from,
+    runs_java_main,
+    saved_pid_port,
     set_pdeathsig,
     state_dir_lock,
     terminate,
@@ -154,25 +156,10 @@ class LocalCatalog:
         return f"thrift://{HOST}:{self.port}"
 
     def _ours(self, pid: int) -> bool:
-        """Guard against a recycled pid: the process must be the metastore with this state dir's conf."""
-        if not pid_alive(pid):
-            return False
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return True
-        return MAIN_CLASS.encode() in cmdline and str(self.state_dir / "conf").encode() in cmdline
+        return runs_java_main(pid, MAIN_CLASS, self.state_dir / "conf")
 
     def _saved(self) -> tuple[int | None, int | None]:
-        try:
-            pid: int | None = int((self.state_dir / "metastore.pid").read_text().strip())
-        except (OSError, ValueError):
-            pid = None
-        try:
-            port = json.loads((self.state_dir / "metastore.json").read_text()).get("port")
-        except (OSError, ValueError, AttributeError):
-            port = None
-        return pid, port if isinstance(port, int) else None
+        return saved_pid_port(self.state_dir, "metastore")
 
     def running(self) -> bool:
         """Whether this state dir's service runs and answers (adopting its pid and port if so)."""

@@ -58,6 +58,8 @@ from replicator.sim.localkafka.process import (
     pid_alive,
     port_free,
     read_from,
+    runs_java_main,
+    saved_pid_port,
     set_pdeathsig,
     state_dir_lock,
     terminate,
@@ -216,26 +218,11 @@ class LocalS3:
     # -- process ---------------------------------------------------------------------------------
 
     def _ours(self, pid: int) -> bool:
-        """Guard against a recycled pid: the process must be S3Proxy with this state dir's properties."""
-        if not pid_alive(pid):
-            return False
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return True  # no /proc (not Linux): trust the pid file
-        return MAIN_CLASS.encode() in cmdline and str(self.state_dir / "s3proxy.conf").encode() in cmdline
+        return runs_java_main(pid, MAIN_CLASS, self.state_dir / "s3proxy.conf")
 
     def _saved(self) -> tuple[int | None, int | None]:
         """(pid, port) of this state dir's last start."""
-        try:
-            pid: int | None = int((self.state_dir / "s3proxy.pid").read_text().strip())
-        except (OSError, ValueError):
-            pid = None
-        try:
-            port = json.loads((self.state_dir / "s3proxy.json").read_text()).get("port")
-        except (OSError, ValueError, AttributeError):
-            port = None
-        return pid, port if isinstance(port, int) else None
+        return saved_pid_port(self.state_dir, "s3proxy")
 
     def running(self) -> bool:
         """Whether this state dir's server runs and answers (adopting its pid and port if so)."""

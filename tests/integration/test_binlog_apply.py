@@ -240,7 +240,7 @@ def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Refe
     whatever = next(r for r in listed if r["table"] == "whatever")
     assert whatever["key"] == ["nick"] and (Path(whatever["path"]) / "_delta_log").is_dir()
     assert set(whatever) == {"schema", "table", "path", "key", "applied_ts", "source", "reader_features", "rows",
-                             "readers", "reader_changes"}
+                             "readers", "reader_changes", "catalog"}
     assert whatever["reader_features"] == ["columnMapping", "deletionVectors"]
     assert "commit #6" in cli("tables", "--warehouse", str(reference.wh))
 

@@ -114,6 +114,6 @@ def test_cli_run_and_tables_json(kafka_bootstrap: str, tmp_path: Path) -> None:
     assert listed == [{"schema": "test", "table": "t1", "path": listed[0]["path"], "key": ["id"],
                        "applied_ts": PAST_SECOND_TXN, "source": "kafka", "reader_features": [],
                        "readers": ["spark", "deltalake-sql", "deltalake-dataset", "polars"], "reader_changes": [],
-                       "rows": listed[0]["rows"]}]
+                       "catalog": None, "rows": listed[0]["rows"]}]
     assert isinstance(listed[0]["rows"], int) and listed[0]["rows"] >= 0
     assert Path(listed[0]["path"]).is_absolute() and (Path(listed[0]["path"]) / "_delta_log").is_dir()

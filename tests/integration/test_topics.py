@@ -93,7 +93,7 @@ class Follower:
         return self.summary
 
 
-@pytest.mark.parametrize("how", ["pattern", "list"])
+@pytest.mark.parametrize("how", ["pattern", pytest.param("list", marks=pytest.mark.soak)])  # list: `make soak`
 def test_a_follower_reads_topics_that_appear_while_it_runs(kafka_bootstrap: str, spark: Any, tmp_path: Path,
                                                            how: str) -> None:
     d = dispatched(seed=8, protocol="canal-json")

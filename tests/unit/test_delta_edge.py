@@ -124,7 +124,7 @@ def test_listing_reads_both_catalogs(tmp_path: Path) -> None:
     assert rows[0].to_json() == {"schema": "shop", "table": "k", "path": str((tmp_path / "k").resolve()),
                                  "key": ["id"], "applied_ts": 5, "source": "kafka", "reader_features": [],
                                  "readers": ["spark", "deltalake-sql", "deltalake-dataset", "polars"],
-                                 "reader_changes": []}
+                                 "reader_changes": [], "catalog": None}
     assert [r.source for r in rows] == ["kafka", "binlog", "binlog"]
     assert json.dumps([r.to_json() for r in rows])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -129,6 +130,32 @@ def terminate(pid: int, timeout: float, *, kill: bool = False, what: str = "proc
             return True
         log.warning("%s pid %d ignored %s for %.0fs", what, pid, sig.name, wait_s)
     return False
+
+
+def saved_pid_port(state_dir: Path, stem: str) -> tuple[int | None, int | None]:
+    """(pid, port) of a local service's last start, from `<stem>.pid` and `<stem>.json` in its
+    state dir (the S3 server's and the metastore's); None for what is missing or unreadable."""
+    try:
+        pid: int | None = int((state_dir / f"{stem}.pid").read_text().strip())
+    except (OSError, ValueError):
+        pid = None
+    try:
+        port = json.loads((state_dir / f"{stem}.json").read_text()).get("port")
+    except (OSError, ValueError, AttributeError):
+        port = None
+    return pid, port if isinstance(port, int) else None
+
+
+def runs_java_main(pid: int, main_class: str, marker: Path) -> bool:
+    """Guard against a recycled pid: the process is alive and its command line names `main_class`
+    and `marker` (its state dir's config). Without /proc (not Linux) the pid file is trusted."""
+    if not pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return main_class.encode() in cmdline and str(marker).encode() in cmdline
 
 
 @contextlib.contextmanager
