@@ -20,6 +20,7 @@ from kafka.admin import NewPartitions
 from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.errors import KafkaSourceError
+from replicator.events import TP
 from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.helpers import produce_stream, run_engine
 from tests.kafka_fixtures import new_topic
@@ -183,7 +184,7 @@ def test_partitions_added_mid_stream_are_picked_up(kafka_bootstrap: str, spark: 
         engine.request_stop()
         run.join(timeout=300)
     assert run.error is None, repr(run.error)
-    assert "2" in Warehouse(follow_wh).load_state().partitions
+    assert f"{topic}:2" in Warehouse(follow_wh).load_state().partitions  # cursors by "<topic>:<partition>"
     assert_model_state(spark, follow_wh, expected, "follower after partitions were added")
     # The next catch-up run starts with three partitions.
     summary = run_engine(kafka_bootstrap, topic, batch_wh, spark, max_buffer_rows=500)
@@ -253,7 +254,7 @@ def test_metadata_retries_are_paced_and_budgeted(kafka_bootstrap: str) -> None:
             source.fresh_partitions()
         time.sleep(source.METADATA_RETRY_S + 0.1)
         source._admin = None  # a real client: it answers, and the outage is over
-        assert source.fresh_partitions() == [0]
+        assert source.fresh_partitions() == [TP(topic, 0)]
         assert source._meta_down_since is None
     finally:
         source.close()
