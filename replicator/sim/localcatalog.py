@@ -23,18 +23,15 @@ client, not only an open port: the port opens before the schema is usable.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from xml.sax.saxutils import escape
 
 from replicator.errors import ReplicatorError
@@ -45,12 +42,9 @@ from replicator.sim.localkafka.process import (
     pid_alive,
     port_free,
     read_from,
-    runs_java_main,
-    saved_pid_port,
     set_pdeathsig,
-    state_dir_lock,
-    terminate,
 )
+from replicator.sim.service import LocalService, kill_child, tie_to_parent
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -119,11 +113,7 @@ def thrift_answers(port: int, timeout: float = 2.0) -> bool:
     return len(head) >= 8 and struct.unpack("!I", head[:4])[0] == 0x80010002 and name.startswith(head[8:]) is True
 
 
-def _tie_to_parent() -> bool:
-    return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
-
-
-class LocalCatalog:
+class LocalCatalog(LocalService):
     """One Hive metastore service: its state dir (settings, Derby, pid, log) and port.
 
     ``port=None`` picks a free one (the last one of this state dir while it is free). ``detach``
@@ -131,60 +121,30 @@ class LocalCatalog:
     started from the main thread, it dies with the caller (a test process).
     """
 
+    NAME = "the Hive metastore"
+    STEM = "metastore"
+    MAIN_CLASS = MAIN_CLASS
+    ERROR = LocalCatalogError
+    START_TIMEOUT = 180.0
+    STOP_TIMEOUT = 20.0
+
     def __init__(self, state_dir: Path | str = DEFAULT_STATE_DIR, port: int | None = None, *,
                  libs_dir: Path | str | None = None, detach: bool = True) -> None:
-        self.state_dir = Path(state_dir).resolve()
-        self.log_path = self.state_dir / "metastore.log"
-        self.libs_dir = libs_dir
-        self.detach = detach
-        self.pid: int | None = None
-        self.already_running = False
-        self.ready_seconds: float | None = None
-        self._wanted_port = port
-        self._port: int | None = port
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise LocalCatalogError(f"the metastore of {self.state_dir} has no port yet: start() it first")
-        return self._port
+        super().__init__(state_dir, port, libs_dir=libs_dir, detach=detach)
 
     @property
     def uri(self) -> str:
         """``thrift://127.0.0.1:PORT``: what `--catalog-uri` (hive.metastore.uris) takes."""
         return f"thrift://{HOST}:{self.port}"
 
-    def _ours(self, pid: int) -> bool:
-        return runs_java_main(pid, MAIN_CLASS, self.state_dir / "conf")
+    def _marker(self) -> Path:
+        return self.state_dir / "conf"
 
-    def _saved(self) -> tuple[int | None, int | None]:
-        return saved_pid_port(self.state_dir, "metastore")
+    def _answers(self, port: int) -> bool:
+        return thrift_answers(port)
 
-    def running(self) -> bool:
-        """Whether this state dir's service runs and answers (adopting its pid and port if so)."""
-        pid, port = self._saved()
-        if pid is None or port is None or not self._ours(pid) or not thrift_answers(port):
-            return False
-        self.pid, self._port = pid, port
-        return True
-
-    def start(self, timeout: float = 180.0) -> LocalCatalog:
-        """Start the service (a no-op when it runs: ``already_running``); return once it answers."""
-        deadline = time.monotonic() + timeout
-        with state_dir_lock(self.state_dir):
-            if self.running():
-                self.already_running = True
-                return self
-            self.already_running = False
-            pid, port = self._saved()
-            if pid is not None and port is not None and self._ours(pid):
-                self._wait(None, pid, port, deadline)  # alive, still starting: wait, don't relaunch
-                self.pid, self._port, self.already_running = pid, port, True
-                return self
-            (self.state_dir / "metastore.pid").unlink(missing_ok=True)
-            self._launch_ready(port, deadline)
-            return self
+    def _await_adopted(self, pid: int, port: int, deadline: float) -> None:
+        self._wait(None, pid, port, deadline)
 
     def _launch_ready(self, last_port: int | None, deadline: float) -> None:
         libs, java = resolve_libs(self.libs_dir), java_executable(LocalCatalogError, "the Hive metastore")
@@ -204,13 +164,13 @@ class LocalCatalog:
         with self.log_path.open("ab") as log:
             proc = subprocess.Popen(cmd, cwd=self.state_dir, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=self.detach,
-                                    preexec_fn=None if self.detach or not _tie_to_parent() else set_pdeathsig)
-        (self.state_dir / "metastore.pid").write_text(f"{proc.pid}\n")
+                                    preexec_fn=None if self.detach or not tie_to_parent() else set_pdeathsig)
+        self.pid_path.write_text(f"{proc.pid}\n")
         try:
             self._wait(proc, proc.pid, port, deadline, log_start)
         except BaseException:
-            _kill(proc)
-            (self.state_dir / "metastore.pid").unlink(missing_ok=True)
+            kill_child(proc)
+            self.pid_path.unlink(missing_ok=True)
             raise
         self.pid, self._port, self._process = proc.pid, port, proc
         self._wanted_port = port
@@ -235,40 +195,10 @@ class LocalCatalog:
                                         f"{self.log_path}:\n{_tail(read_from(self.log_path, log_start))}")
             time.sleep(0.5)
 
-    def stop(self, timeout: float = 20.0) -> bool:
-        """Stop the service (SIGTERM, then SIGKILL after `timeout`); False when none was running."""
-        with state_dir_lock(self.state_dir):
-            pid, _port = self._saved()
-            (self.state_dir / "metastore.pid").unlink(missing_ok=True)
-            stopped = False
-            if pid is not None and self._ours(pid):
-                if not terminate(pid, timeout, what="the Hive metastore"):
-                    raise LocalCatalogError(f"the Hive metastore pid {pid} did not exit even after SIGKILL")
-                stopped = True
-            if self._process is not None:
-                _kill(self._process)
-                self._process = None
-            self.pid = None
-            return stopped
-
-    def __enter__(self) -> LocalCatalog:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
 
 def _tail(text: str, lines: int = 20) -> str:
     kept = [line for line in text.splitlines() if not line.lstrip().startswith(("at ", "... "))]
     return "\n".join(kept[-lines:]) or "(the log is empty)"
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

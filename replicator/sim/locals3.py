@@ -36,19 +36,16 @@ Facts this module relies on (S3Proxy 4.1.0, Java 17):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from replicator.errors import ReplicatorError
 from replicator.sim.localkafka.config import java_executable
@@ -58,12 +55,9 @@ from replicator.sim.localkafka.process import (
     pid_alive,
     port_free,
     read_from,
-    runs_java_main,
-    saved_pid_port,
     set_pdeathsig,
-    state_dir_lock,
-    terminate,
 )
+from replicator.sim.service import LocalService, kill_child, tie_to_parent
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -146,13 +140,7 @@ def _tail(text: str, lines: int = 20) -> str:
     return "\n".join(kept[-lines:]) or "(the log is empty)"
 
 
-def _tie_to_parent() -> bool:
-    """Whether a child can die with us: Linux sends PR_SET_PDEATHSIG's signal when the *thread*
-    that started the child ends, so only children of the main thread are tied."""
-    return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
-
-
-class LocalS3:
+class LocalS3(LocalService):
     """One S3Proxy server: its state dir (settings, pid, log), data dir and port.
 
     ``port=None`` picks one: the last port of this state dir while it is free, else a free one;
@@ -163,29 +151,19 @@ class LocalS3:
     then ``start()`` runs the same server again on the same port and data.
     """
 
+    NAME = "S3Proxy"
+    STEM = "s3proxy"
+    MAIN_CLASS = MAIN_CLASS
+    ERROR = LocalS3Error
+
     def __init__(self, state_dir: Path | str = DEFAULT_STATE_DIR, port: int | None = None, *,
                  libs_dir: Path | str | None = None, detach: bool = True,
                  bucket: str | None = DEFAULT_BUCKET) -> None:
-        self.state_dir = Path(state_dir).resolve()
+        super().__init__(state_dir, port, libs_dir=libs_dir, detach=detach)
         self.data_dir = self.state_dir / "data"
-        self.log_path = self.state_dir / "s3proxy.log"
-        self.libs_dir = libs_dir
-        self.detach = detach
         self.bucket = bucket
-        self.pid: int | None = None
-        self.already_running = False
-        self.ready_seconds: float | None = None
-        self._wanted_port = port
-        self._port: int | None = port
-        self._process: subprocess.Popen[bytes] | None = None
 
     # -- addresses -------------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise LocalS3Error(f"the server of {self.state_dir} has no port yet: start() it first")
-        return self._port
 
     @property
     def endpoint(self) -> str:
@@ -217,38 +195,14 @@ class LocalS3:
 
     # -- process ---------------------------------------------------------------------------------
 
-    def _ours(self, pid: int) -> bool:
-        return runs_java_main(pid, MAIN_CLASS, self.state_dir / "s3proxy.conf")
+    def _marker(self) -> Path:
+        return self.state_dir / "s3proxy.conf"
 
-    def _saved(self) -> tuple[int | None, int | None]:
-        """(pid, port) of this state dir's last start."""
-        return saved_pid_port(self.state_dir, "s3proxy")
+    def _answers(self, port: int) -> bool:
+        return _http_answers(port)
 
-    def running(self) -> bool:
-        """Whether this state dir's server runs and answers (adopting its pid and port if so)."""
-        pid, port = self._saved()
-        if pid is None or port is None or not self._ours(pid) or not _http_answers(port):
-            return False
-        self.pid, self._port = pid, port
-        return True
-
-    def start(self, timeout: float = 60.0) -> LocalS3:
-        """Start the server (a no-op when it runs: ``already_running``) and return once it answers."""
-        deadline = time.monotonic() + timeout
-        with state_dir_lock(self.state_dir):
-            if self.running():
-                self.already_running = True
-                return self
-            self.already_running = False
-            pid, port = self._saved()
-            if pid is not None and port is not None and self._ours(pid):
-                # Alive but not answering (an `up` interrupted while it started it): wait, don't relaunch.
-                self._wait(None, pid, port, 0, deadline, await_started_line=False)
-                self.pid, self._port, self.already_running = pid, port, True
-                return self
-            (self.state_dir / "s3proxy.pid").unlink(missing_ok=True)
-            self._launch_ready(port, deadline)
-            return self
+    def _await_adopted(self, pid: int, port: int, deadline: float) -> None:
+        self._wait(None, pid, port, 0, deadline, await_started_line=False)
 
     def _launch_ready(self, last_port: int | None, deadline: float) -> None:
         libs, java = resolve_libs(self.libs_dir), java_executable(LocalS3Error, "S3Proxy")
@@ -273,20 +227,20 @@ class LocalS3:
             with self.log_path.open("ab") as log:
                 proc = subprocess.Popen(cmd, cwd=self.state_dir, stdin=subprocess.DEVNULL, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=self.detach,
-                                        preexec_fn=None if self.detach or not _tie_to_parent() else set_pdeathsig)
-            (self.state_dir / "s3proxy.pid").write_text(f"{proc.pid}\n")
+                                        preexec_fn=None if self.detach or not tie_to_parent() else set_pdeathsig)
+            self.pid_path.write_text(f"{proc.pid}\n")
             try:
                 self._wait(proc, proc.pid, port, log_start, deadline)
             except _BindError:
-                _kill(proc)
-                (self.state_dir / "s3proxy.pid").unlink(missing_ok=True)
+                kill_child(proc)
+                self.pid_path.unlink(missing_ok=True)
                 if explicit is not None:
                     raise
                 want = None  # an auto-picked port was taken meanwhile: pick another
                 continue
             except BaseException:
-                _kill(proc)
-                (self.state_dir / "s3proxy.pid").unlink(missing_ok=True)
+                kill_child(proc)
+                self.pid_path.unlink(missing_ok=True)
                 raise
             self.pid, self._port, self._process = proc.pid, port, proc
             self._wanted_port = port  # a restart of this server uses the same port
@@ -315,37 +269,6 @@ class LocalS3:
                 raise LocalS3Error(f"S3Proxy on {HOST}:{port} did not answer in time (pid {pid}; `down` stops it); "
                                    f"{self.log_path}:\n{_tail(fresh)}")
             time.sleep(0.1)
-
-    def stop(self, timeout: float = 15.0, *, kill: bool = False) -> bool:
-        """Stop the server and wait until its process is gone; False when none was running.
-        SIGTERM, then SIGKILL after `timeout`; ``kill`` sends SIGKILL at once (a crash)."""
-        with state_dir_lock(self.state_dir):
-            pid, _port = self._saved()
-            (self.state_dir / "s3proxy.pid").unlink(missing_ok=True)
-            stopped = False
-            if pid is not None and self._ours(pid):
-                if not terminate(pid, timeout, kill=kill, what="S3Proxy"):
-                    raise LocalS3Error(f"S3Proxy pid {pid} did not exit even after SIGKILL")
-                stopped = True
-            if self._process is not None:
-                _kill(self._process)  # reaps our own child (a no-op once it is gone)
-                self._process = None
-            self.pid = None
-            return stopped
-
-    def __enter__(self) -> LocalS3:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
 
 
 # ---------------------------------------------------------------------------------------------- API
