@@ -290,8 +290,8 @@ def test_every_type_round_trip_and_python_types() -> None:
 
 def test_fallback_when_the_model_layout_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     """If Column/RowChange ever stop matching the slotted twins, the constructors are used."""
-    monkeypatch.setattr(cdec, "_COLUMN_CLS", cdec._ColumnTwin)
-    monkeypatch.setattr(cdec, "_ROW_CLS", cdec._RowTwin)
+    monkeypatch.setattr(cdec, "COLUMN_CLS", cdec.ColumnTwin)
+    monkeypatch.setattr(cdec, "ROW_CLS", cdec.RowTwin)
     row = every_type_row()
     [decoded] = decode(encode_rows([row])[0])
     assert decoded == row

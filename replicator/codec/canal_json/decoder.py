@@ -28,7 +28,7 @@ from replicator.codec.canal_json.common import (
     UINT_CODES,
     WATERMARK_TYPE,
 )
-from replicator.codec.craft.decoder import _COLUMN_CLS, _ColumnTwin, _new
+from replicator.codec.fastbuild import COLUMN_CLS, ColumnTwin, new_object
 from replicator.codec.jsontext import json_kind, load_object, str_field, uint64_field
 from replicator.codec.large import decompress_value
 from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
@@ -308,12 +308,12 @@ def _columns(image: dict[str, Any], shapes: _Shapes, opts: DecodeOptions, where:
     plan = shapes.plans.get(tuple(image))
     if plan is not None and _STR_OR_NONE.issuperset(map(type, values)):
         try:
-            if _COLUMN_CLS is not Column:  # the model's layout changed: its constructor
+            if COLUMN_CLS is not Column:  # the model's layout changed: its constructor
                 return tuple([Column(name, code, flags, raw if raw is None or conv is None else conv(raw, opts))
                               for (name, code, flags, conv), raw in zip(plan, values, strict=True)])
             out: list[Any] = []
             for (name, code, flags, conv), raw in zip(plan, values, strict=True):
-                col: Any = _new(_ColumnTwin)  # a frozen dataclass's __init__ costs a setattr call per field
+                col: Any = new_object(ColumnTwin)  # a frozen dataclass's __init__ costs a setattr call per field
                 col.name = name
                 col.type_code = code
                 col.flags = flags

@@ -42,8 +42,9 @@ from replicator.codec.craft.wire import (
     _uvarints,
     _uvarints_to,
 )
+from replicator.codec.fastbuild import COLUMN_CLS, ROW_CLS, ColumnTwin, RowTwin, new_object
 from replicator.errors import DecodeError
-from replicator.events import Column, DdlEvent, Event, Op, Position, Resolved, RowChange, Value
+from replicator.events import Column, DdlEvent, Event, Op, Position, Resolved, RowChange
 
 __all__ = ["CraftOptions", "decode"]
 
@@ -115,78 +116,6 @@ def _naive_datetime(text: str, zero_dates: _values.ZeroDates) -> dt.datetime | N
 # Decoder
 
 
-# Building a frozen dataclass costs one `object.__setattr__` call per field. The decoder instead
-# fills a plain slotted twin with the same slot layout (fast attribute stores) and then retypes
-# it with `__class__ =`, which CPython permits exactly when the layouts are identical; the
-# result is an ordinary Column / RowChange. If the model's layout ever changes, the import-time
-# probe below fails and the decoder falls back to the public constructors.
-class _ColumnTwin:
-    __slots__ = ("flags", "name", "type_code", "value")
-    name: str
-    type_code: int
-    flags: int
-    value: Value
-
-
-class _RowTwin:
-    __slots__ = (
-        "claim_check",
-        "columns",
-        "commit_ts",
-        "old_columns",
-        "only_handle_key",
-        "op",
-        "partition_id",
-        "position",
-        "row_id",
-        "schema",
-        "table",
-    )
-    commit_ts: int
-    schema: str
-    table: str
-    op: Op
-    columns: tuple[Column, ...]
-    old_columns: tuple[Column, ...]
-    partition_id: int | None
-    row_id: int | None
-    only_handle_key: bool
-    claim_check: str | None
-    position: Position | None
-
-
-_new = object.__new__
-
-
-def _retype_probe() -> tuple[type[Any], type[Any]]:
-    """(class decoded columns get, class decoded rows get): the model's, or the twins if refused."""
-    column_cls: type[Any] = Column
-    row_cls: type[Any] = RowChange
-    col: Any = _new(_ColumnTwin)
-    col.name, col.type_code, col.flags, col.value = "c", 1, 0, None
-    try:
-        col.__class__ = Column
-        if col != Column("c", 1, 0, None):
-            column_cls = _ColumnTwin
-    except TypeError:
-        column_cls = _ColumnTwin
-    row: Any = _new(_RowTwin)
-    row.commit_ts, row.schema, row.table, row.op = 1, "s", "t", Op.INSERT
-    row.columns = row.old_columns = ()
-    row.partition_id = row.row_id = row.claim_check = row.position = None
-    row.only_handle_key = False
-    try:
-        row.__class__ = RowChange
-        if row != RowChange(1, "s", "t", Op.INSERT):
-            row_cls = _RowTwin
-    except TypeError:
-        row_cls = _RowTwin
-    return column_cls, row_cls
-
-
-_COLUMN_CLS, _ROW_CLS = _retype_probe()
-
-
 def _make_row(
     commit_ts: int,
     schema: str,
@@ -197,9 +126,9 @@ def _make_row(
     partition_id: int | None,
     position: Position | None,
 ) -> RowChange:
-    if _ROW_CLS is not RowChange:
+    if ROW_CLS is not RowChange:
         return RowChange(commit_ts, schema, table, op, columns, old_columns, partition_id, position=position)
-    row: Any = _new(_RowTwin)
+    row: Any = new_object(RowTwin)
     row.commit_ts = commit_ts
     row.schema = schema
     row.table = table
@@ -266,9 +195,9 @@ def _decode_group(
 
     # The hot loop: kind numbers are literals (see _K_*), common kinds first.
     kinds = _KIND
-    new = _new
-    twin = _ColumnTwin
-    column_cls = _COLUMN_CLS
+    new = new_object
+    twin = ColumnTwin
+    column_cls = COLUMN_CLS
     cols: list[Any] = []
     append = cols.append
     name = ""
