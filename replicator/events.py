@@ -72,6 +72,19 @@ class Flag(IntEnum):
     UNSIGNED = 0x80
 
 
+class DdlCode(IntEnum):
+    """The TiDB DDL type codes (`DdlEvent.ddl_type`) the pipeline itself branches on: the window
+    (a table's topic goes quiet), the DDL scope, the table filter and the simulator's topics.
+    Every code's Delta operation is in delta/ddl/rules.py."""
+
+    CREATE_SCHEMA = 1
+    DROP_SCHEMA = 2
+    CREATE_TABLE = 3
+    DROP_TABLE = 4
+    RENAME_TABLE = 14
+    RECOVER_TABLE = 25
+
+
 class Op(str, Enum):
     """What a row change did."""
 

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 
 from replicator.delta.ddlparse.statements import Name, parse_renames
 from replicator.errors import DdlError
-from replicator.events import DdlEvent, Event, RowChange
+from replicator.events import DdlCode, DdlEvent, Event, RowChange
 from replicator.filters import TableFilter
 
 log = logging.getLogger("replicator")
 
-RENAME_TABLE = 14
 SEEN_DDLS = 10_000
 """DDLs remembered to count each once (broadcast copies arrive close together)."""
 
@@ -95,7 +94,7 @@ class EventFilter:
     @staticmethod
     def _renames(ddl: DdlEvent) -> list[tuple[Name, Name]] | None:
         """A "Rename Table" DDL's pairs, as its applier reads them; None for any other DDL."""
-        if ddl.ddl_type != RENAME_TABLE:
+        if ddl.ddl_type != DdlCode.RENAME_TABLE:
             return None
         try:
             return parse_renames(ddl.query)
@@ -131,4 +130,4 @@ class EventFilter:
             return ddl
         query = "RENAME TABLE " + ", ".join(
             f"{_quote(o[0])}.{_quote(o[1])} TO {_quote(n[0])}.{_quote(n[1])}" for o, n in kept)
-        return dataclasses.replace(ddl, query=query, ddl_type=RENAME_TABLE)
+        return dataclasses.replace(ddl, query=query, ddl_type=int(DdlCode.RENAME_TABLE))

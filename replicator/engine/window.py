@@ -31,24 +31,21 @@ from replicator.delta.ddlparse.statements import parse_renames
 from replicator.engine.plan import EVERYTHING, DdlScope, Rows
 from replicator.engine.progress import TP, Cursor, Progress
 from replicator.errors import DdlError, SchemaError
-from replicator.events import Column, DdlEvent, Event, Op, Resolved, RowChange, Value
+from replicator.events import Column, DdlCode, DdlEvent, Event, Op, Resolved, RowChange, Value
 
 __all__ = ["TP", "Change", "Cursor", "Progress", "Step", "WindowStats", "Windower", "collapse", "tables_gone"]
 
 TableName = tuple[str, str]
 
 
-DROP_SCHEMA, DROP_TABLE, RENAME_TABLE = 2, 4, 14  # TiDB DDL codes after which a table's topic may go quiet
-
-
 def tables_gone(ddl: DdlEvent, known: Iterable[TableName]) -> set[TableName]:
     """The tables a DDL takes away from their topics: dropped, renamed away (the new name has its
     own topic), or in a dropped schema (of `known`). Pure."""
-    if ddl.ddl_type == DROP_TABLE:
+    if ddl.ddl_type == DdlCode.DROP_TABLE:
         return {(ddl.schema, ddl.table)}
-    if ddl.ddl_type == DROP_SCHEMA:
+    if ddl.ddl_type == DdlCode.DROP_SCHEMA:
         return {t for t in known if t[0] == ddl.schema}
-    if ddl.ddl_type == RENAME_TABLE:
+    if ddl.ddl_type == DdlCode.RENAME_TABLE:
         try:
             pairs = parse_renames(ddl.query)
         except DdlError:
@@ -228,7 +225,7 @@ class Windower:
 
     def _note_tables(self, ddl: DdlEvent, topic: str) -> None:
         """Which tables each topic carries, and which topics a DDL leaves without any (quiet)."""
-        if ddl.table and ddl.ddl_type != RENAME_TABLE:  # a RENAME's name may be the new one (its own topic)
+        if ddl.table and ddl.ddl_type != DdlCode.RENAME_TABLE:  # a RENAME's name may be the new one (its own topic)
             self._topic_tables.setdefault(topic, set()).add((ddl.schema, ddl.table))
         gone = tables_gone(ddl, {t for ts in self._topic_tables.values() for t in ts})
         if not gone:

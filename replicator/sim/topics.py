@@ -23,10 +23,8 @@ from typing import NamedTuple
 from replicator.codec import Message
 from replicator.delta.ddlparse.statements import parse_renames
 from replicator.errors import DdlError
-from replicator.events import DdlEvent, Event, Resolved, RowChange
+from replicator.events import DdlCode, DdlEvent, Event, Resolved, RowChange
 from replicator.sim.stream import SimMessage, Simulation
-
-CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE, RENAME_TABLE, RECOVER_TABLE = 1, 2, 3, 4, 14, 25
 
 
 def topic_for(prefix: str, schema: str, table: str) -> str:
@@ -57,9 +55,9 @@ class TopicDispatch:
         return topic_for(self.prefix, schema, table)
 
     def _ddl_topic(self, ddl: DdlEvent) -> str:
-        if ddl.ddl_type in (CREATE_SCHEMA, DROP_SCHEMA) or not ddl.table:
+        if ddl.ddl_type in (DdlCode.CREATE_SCHEMA, DdlCode.DROP_SCHEMA) or not ddl.table:
             return self.default_topic
-        if ddl.ddl_type == RENAME_TABLE:
+        if ddl.ddl_type == DdlCode.RENAME_TABLE:
             try:
                 (old, _new), *_ = parse_renames(ddl.query)
             except (DdlError, ValueError):
@@ -69,14 +67,14 @@ class TopicDispatch:
 
     def _track(self, ddl: DdlEvent) -> None:
         """Which topics receive watermarks from now on (TiCDC's active topics)."""
-        if ddl.ddl_type in (CREATE_TABLE, RECOVER_TABLE):
+        if ddl.ddl_type in (DdlCode.CREATE_TABLE, DdlCode.RECOVER_TABLE):
             self.active[self.table_topic(ddl.schema, ddl.table)] = None
-        elif ddl.ddl_type == DROP_TABLE:
+        elif ddl.ddl_type == DdlCode.DROP_TABLE:
             self.active.pop(self.table_topic(ddl.schema, ddl.table), None)
-        elif ddl.ddl_type == RENAME_TABLE:
+        elif ddl.ddl_type == DdlCode.RENAME_TABLE:
             self.active.pop(self._ddl_topic(ddl), None)
             self.active[self.table_topic(ddl.schema, ddl.table)] = None
-        elif ddl.ddl_type == DROP_SCHEMA:
+        elif ddl.ddl_type == DdlCode.DROP_SCHEMA:
             gone = [t for t in self.active if t.startswith(topic_for(self.prefix, ddl.schema, ""))]
             for t in gone:
                 self.active.pop(t, None)

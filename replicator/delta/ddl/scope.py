@@ -17,9 +17,8 @@ from replicator.delta.ddl.rules import DDL_TYPES
 from replicator.delta.typemap import parse_sql
 from replicator.engine.plan import EVERYTHING, NOTHING, DdlScope
 from replicator.errors import DdlError
-from replicator.events import DdlEvent
+from replicator.events import DdlCode, DdlEvent
 
-_CREATE_SCHEMA, _DROP_SCHEMA, _RENAME_TABLE, _RECOVER_TABLE = 1, 2, 14, 25
 RERUNNABLE = frozenset({2, 3, 4, 14, 15, 17, 19, 25, 32, 33})
 """Codes whose re-application after later rows of their tables changes none of those rows: catalog
 only (drop/rename/recover, partition definitions, keys) or an idempotent Delta change that leaves
@@ -33,10 +32,10 @@ def ddl_scope(ddl: DdlEvent) -> DdlScope:
     rule = DDL_TYPES.get(ddl.ddl_type)
     if rule is None:
         return EVERYTHING
-    if rule.kind != "apply" or ddl.ddl_type == _CREATE_SCHEMA:
+    if rule.kind != "apply" or ddl.ddl_type == DdlCode.CREATE_SCHEMA:
         return NOTHING  # no table data or shape changes
     try:
-        if ddl.ddl_type == _DROP_SCHEMA:
+        if ddl.ddl_type == DdlCode.DROP_SCHEMA:
             return _drop_schema(ddl)
         names = _named_tables(ddl)
     except (DdlError, ValueError):
@@ -63,12 +62,12 @@ def _named_tables(ddl: DdlEvent) -> set[tuple[str, str]]:
     def add(name: dp.Name) -> None:
         names.add((name[0] or ddl.schema, name[1]))
 
-    if ddl.ddl_type == _RENAME_TABLE:
+    if ddl.ddl_type == DdlCode.RENAME_TABLE:
         for old, new in dp.parse_renames(query):
             add(old)
             add((new[0] or old[0], new[1]))
         return names
-    if ddl.ddl_type == _RECOVER_TABLE:
+    if ddl.ddl_type == DdlCode.RECOVER_TABLE:
         stmt = dp.parse_recover(query)
         schema = stmt.schema or ddl.schema
         names.add((schema, stmt.table or ddl.table))
