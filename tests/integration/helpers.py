@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,32 @@ def table_rows(spark: Any, warehouse: Path, schema: str, table: str) -> dict[Any
         return {}
     key = entry.key[0]
     return {r[key]: r.asDict() for r in spark.read.format("delta").load(entry.path).collect()}
+
+
+class Background:
+    """Engine.run() on a thread of this process (a follower, or a run a fault lands in), keeping
+    its result or error for the test thread."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.summary: RunSummary | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.summary = self.engine.run()
+        except BaseException as exc:  # handed to the test thread
+            self.error = exc
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the run did not end within {timeout:.0f}s"
+
+    def stop(self, timeout: float = 300) -> RunSummary:
+        """Ask a follower to stop; its summary once it has."""
+        self.engine.request_stop()
+        self.thread.join(timeout=timeout)
+        assert self.error is None and self.summary is not None, self.error
+        return self.summary

@@ -5,7 +5,6 @@ equal the simulator's expected ones. The kill -9 variant is in tests/reliability
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -14,12 +13,13 @@ from typing import Any
 import pytest
 
 from replicator.delta.warehouse import Warehouse
-from replicator.engine.pipeline import Engine, RunOptions, RunSummary
+from replicator.engine.pipeline import Engine, RunOptions
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.sinks import produce_topics
 from replicator.sim.topics import TopicDispatch
 from replicator.sources.kafka import KafkaSettings, KafkaSource
+from tests.integration.helpers import Background
 
 pytestmark = pytest.mark.integration
 
@@ -70,29 +70,6 @@ def test_scheduled_runs_with_a_pattern_and_with_a_topic_list(kafka_bootstrap: st
     assert again.steps == 0 and again.watermark == d.sim.expected.watermark
 
 
-class Follower:
-    """The engine in follow mode on a thread of this process."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.summary: RunSummary | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.summary = self.engine.run()
-        except BaseException as exc:  # reported by the test
-            self.error = exc
-
-    def stop(self) -> RunSummary:
-        self.engine.request_stop()
-        self.thread.join(timeout=300)
-        assert self.error is None and self.summary is not None, self.error
-        return self.summary
-
-
 @pytest.mark.parametrize("how", ["pattern", pytest.param("list", marks=pytest.mark.soak)])  # list: `make soak`
 def test_a_follower_reads_topics_that_appear_while_it_runs(kafka_bootstrap: str, spark: Any, tmp_path: Path,
                                                            how: str) -> None:
@@ -106,7 +83,7 @@ def test_a_follower_reads_topics_that_appear_while_it_runs(kafka_bootstrap: str,
     produce_topics(records[: len(records) // 4], kafka_bootstrap, d.partitions)
     src = source(kafka_bootstrap, pattern=f"{d.prefix}.*") if how == "pattern" else \
         source(kafka_bootstrap, topics=tuple(every))  # listed topics that do not exist yet join when they appear
-    follower = Follower(run(src, wh, spark, "canal-json", follow=True))
+    follower = Background(run(src, wh, spark, "canal-json", follow=True))
     deadline = time.monotonic() + 120
     while Warehouse(wh).load_state().steps == 0 and time.monotonic() < deadline and follower.thread.is_alive():
         time.sleep(0.2)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +17,11 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewPartitions
 
 from replicator.delta.warehouse import Warehouse
-from replicator.engine.pipeline import Engine, RunOptions, RunSummary
+from replicator.engine.pipeline import Engine, RunOptions
 from replicator.errors import KafkaSourceError
 from replicator.events import TP
 from replicator.sources.kafka import KafkaSettings, KafkaSource
-from tests.integration.helpers import produce_stream, run_engine
+from tests.integration.helpers import Background, produce_stream, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import (
     SOAK,
@@ -54,27 +53,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateBroker]:
 def _running(broker: PrivateBroker) -> PrivateBroker:
     broker.start()  # no-op when it runs
     return broker
-
-
-class Background:
-    """Engine.run() on a thread, keeping its result or error."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.summary: RunSummary | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.summary = self.engine.run()
-        except BaseException as exc:  # handed to the test thread
-            self.error = exc
-
-    def join(self, timeout: float) -> None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"the run did not end within {timeout:.0f}s"
 
 
 def _slow_reader(bootstrap: str, topic: str, wh: Path, spark: Any, budget: float) -> tuple[Engine, KafkaSource]:
