@@ -59,7 +59,7 @@ OTHER_TABLE: Final = "_other"
 STEP_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 METRICS: Final[dict[str, tuple[str, str, str]]] = {
-    # name: (type, labels, help) -- the README's metric list is generated from this (render_markdown)
+    # name: (type, labels, help) -- docs/monitoring.md's metric list is generated from this (render_markdown)
     "replicator_info": ("gauge", "version, protocol, reader, source",
                         "Always 1; the labels say what runs."),
     "replicator_up": ("gauge", "", "1 while the run is running; 0 in the textfile written at its end."),
@@ -282,7 +282,7 @@ def write_textfile(path: str, registry: CollectorRegistry) -> None:
 
 
 def render_markdown() -> str:
-    """The README's metric table (kept true by a test)."""
+    """The metric table of docs/monitoring.md (kept true by a test)."""
     lines = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
     for name, (kind, labels, help_) in METRICS.items():
         lines.append(f"| `{name}` | {kind} | {labels or '-'} | {help_} |")

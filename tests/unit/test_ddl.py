@@ -16,7 +16,7 @@ from replicator.delta.ddl import (
     HANDLERS,
     DdlApplier,
     adopt_handle_key,
-    readme_region,
+    doc_region,
     render_ddl_markdown,
 )
 from replicator.delta.typemap import ColumnSpec, TableSpec
@@ -24,7 +24,7 @@ from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import DdlError
 from replicator.events import Column, DdlEvent, Flag, Op, Position, RowChange
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DDL_DOC = Path(__file__).resolve().parents[2] / "docs" / "ddl.md"
 
 
 class NoDelta:
@@ -66,11 +66,11 @@ def test_mapping_covers_codes_1_to_36_once() -> None:
     assert no_ops == {7, 8, 9, 10, 13, 16, 18, 21, 22, 24, 26, 27, 28, 29, 30, 31, 34, 35, 36}
 
 
-def test_readme_region_is_the_rendered_mapping() -> None:
+def test_doc_region_is_the_rendered_mapping() -> None:
     rendered = render_ddl_markdown()
-    assert readme_region(README.read_text(encoding="utf-8")) == rendered.strip(), (
-        "README DDL table is stale: run  .venv/bin/python -c \"from replicator.delta.ddl import update_readme; "
-        "update_readme('README.md')\""
+    assert doc_region(DDL_DOC.read_text(encoding="utf-8")) == rendered.strip(), (
+        "docs/ddl.md's DDL table is stale: run  .venv/bin/python -c \"from replicator.delta.ddl import update_doc; "
+        "update_doc('docs/ddl.md')\""
     )
     rows = [line for line in rendered.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(rows) == 36

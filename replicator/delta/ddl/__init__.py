@@ -1,7 +1,7 @@
 """DDL events -> Delta operations and catalog changes, one module per concern: `base` (the outcome
 type, the handler signature, catalog helpers), `applier` (the `DdlApplier` and its Delta helpers),
 `tables` (schemas, tables, partitions), `alter` (ALTER TABLE), `rules` (the code -> operation table
-`DDL_TYPES` and the README's DDL table rendered from it)."""
+`DDL_TYPES` and the DDL table of docs/ddl.md rendered from it)."""
 
 from replicator.delta.ddl.applier import DdlApplier
 from replicator.delta.ddl.base import TMP_PREFIX, DdlOutcome, Handler, Kind
@@ -10,9 +10,9 @@ from replicator.delta.ddl.rules import (
     DDL_TYPES,
     HANDLERS,
     DdlRule,
-    readme_region,
+    doc_region,
     render_ddl_markdown,
-    update_readme,
+    update_doc,
 )
 from replicator.delta.ddl.tables import adopt_handle_key, planned_table
 
@@ -27,8 +27,8 @@ __all__ = [
     "Handler",
     "Kind",
     "adopt_handle_key",
+    "doc_region",
     "planned_table",
-    "readme_region",
     "render_ddl_markdown",
-    "update_readme",
+    "update_doc",
 ]

@@ -1,5 +1,5 @@
 """The mapping: every TiDB DDL type code (1-36) -> its name and Delta operation or the reason it is a
-no-op (`DDL_TYPES`), and the README's DDL table rendered from it."""
+no-op (`DDL_TYPES`), and the DDL table of docs/ddl.md rendered from it."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ DDL_TYPES: dict[int, DdlRule] = {r.code: r for r in _RULES}
 DDL_NAMES: dict[int, str] = {r.code: r.name for r in _RULES}
 HANDLERS: dict[int, Handler] = {r.code: r.handler for r in _RULES if r.handler is not None}
 
-README_NOTES = """\
+DDL_NOTES = """\
 - Column facts from `ALTER`: `NOT NULL` is replicated as nullable (Delta rejects `NOT NULL` in
   `ADD COLUMNS`; `MODIFY` only ever drops `NOT NULL`); position clauses (`FIRST`/`AFTER`) are ignored.
 - Backfill of `ADD COLUMN`: the default as TiDB stores it for existing rows; `CURRENT_TIMESTAMP`
@@ -139,18 +139,19 @@ README_NOTES = """\
 
 
 def render_ddl_markdown() -> str:
-    """The README section between the ddl-table markers, rendered from `DDL_TYPES`."""
+    """The docs/ddl.md section between the ddl-table markers, rendered from `DDL_TYPES`."""
     lines = [
-        "### DDL events (TiDB type code -> Delta)",
+        "# DDL events (TiDB type code -> Delta)",
         "",
         "Generated from `replicator/delta/ddl/rules.py` (`DDL_TYPES`); a test keeps it in sync. Each DDL is applied",
         "once, as a barrier between the rows before and after it, and check-before-alter (a re-run after",
         "a crash changes nothing twice).",
         "",
-        "Two choices for a table without the feature a change needs (`--schema-change`, README \"Schema change at",
-        "lake scale\"): the rewrite (a table under `--rewrite-limit`, or `--schema-change rewrite`) and the",
-        "metadata-only change (at or over the limit, or `--schema-change metadata`); a table that has the",
-        "feature, or the `fast` profile, gets the metadata-only operation under either choice.",
+        "Two choices for a table without the feature a change needs (`--schema-change`,",
+        "[Schema change at lake scale](schema-change.md)): the rewrite (a table under `--rewrite-limit`, or",
+        "`--schema-change rewrite`) and the metadata-only change (at or over the limit, or",
+        "`--schema-change metadata`); a table that has the feature, or the `fast` profile, gets the",
+        "metadata-only operation under either choice.",
         "",
         "| code | name | Delta operation (rewrite choice) | metadata-only choice |",
         "| --- | --- | --- | --- |",
@@ -159,23 +160,24 @@ def render_ddl_markdown() -> str:
         op = r.operation if r.kind != "unsupported" else f"unsupported: {r.operation}"
         meta = r.metadata if r.kind == "apply" else "same"
         lines.append(f"| {r.code} | {r.name} | {op.replace('|', chr(92) + '|')} | {meta.replace('|', chr(92) + '|')} |")
-    return "\n".join([*lines, "", README_NOTES.rstrip()])
+    return "\n".join([*lines, "", DDL_NOTES.rstrip()])
 
 
-README_START, README_END = "<!-- ddl-table:start -->", "<!-- ddl-table:end -->"
+DOC_PATH = "docs/ddl.md"
+DOC_START, DOC_END = "<!-- ddl-table:start -->", "<!-- ddl-table:end -->"
 
 
-def readme_region(text: str) -> str:
-    """The text between the ddl-table markers of a README (stripped)."""
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+def doc_region(text: str) -> str:
+    """The text between the ddl-table markers of a page (stripped)."""
+    start, end = text.index(DOC_START) + len(DOC_START), text.index(DOC_END)
     return text[start:end].strip()
 
 
-def update_readme(path: str | Path) -> bool:
-    """Rewrite the README's ddl-table region from the mapping; True when it changed."""
+def update_doc(path: str | Path = DOC_PATH) -> bool:
+    """Rewrite the ddl-table region of `path` (docs/ddl.md) from the mapping; True when it changed."""
     p = Path(path)
     text = p.read_text(encoding="utf-8")
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    start, end = text.index(DOC_START) + len(DOC_START), text.index(DOC_END)
     new = text[:start] + "\n" + render_ddl_markdown() + "\n" + text[end:]
     if new != text:
         p.write_text(new, encoding="utf-8")
