@@ -30,7 +30,11 @@ NOISY_LOGGERS = ("kafka", "py4j", "pyspark", "botocore", "boto3", "urllib3", "s3
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
-        description="Replicate a TiCDC Kafka topic (Open Protocol or Craft) into Delta Lake tables, exactly once.",
+        description="Replicate TiCDC changefeeds from Kafka (Open Protocol, canal-json with the TiDB extension, "
+                    "Simple, Craft; one topic or many) into Delta Lake tables on a directory or s3a://, with an "
+                    "optional Hive metastore, exactly once: as a scheduled job (--until-caught-up) or a follower. "
+                    "Also: replay from chosen offsets, capture archives, and status, tables and check on a "
+                    "warehouse.",
     )
     parser.add_argument("--version", action="version", version=f"replicator {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (and Spark's start-up output)")
