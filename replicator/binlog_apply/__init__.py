@@ -22,7 +22,7 @@ so Delta itself skips a write it already committed, atomically with the data; DD
 check-before-alter against the real Delta schema; catalog changes (CREATE/DROP TABLE) live in the
 state file, which is atomically replaced after every statement together with the progress
 (``seq``, statements done). A crash anywhere therefore re-runs at most the one statement in flight,
-and that re-run is a no-op if its write had landed. See README "Statement binlog".
+and that re-run is a no-op if its write had landed. See docs/binlog.md.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
     add_storage(p)
     p.add_argument("--json", action="store_true",
                    help="machine-readable output: one JSON object with keys warehouse, applied_watermark, "
-                        "applied_watermark_age_s, last_step, holder, dead_letters, tables (see the README)")
+                        "applied_watermark_age_s, last_step, holder, dead_letters, tables (see docs/running.md)")
     add_config(p)
     p.set_defaults(handler=lambda ns: status(StatusCommand(settings=settings_from(ns), json=ns.json)))
 

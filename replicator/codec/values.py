@@ -3,7 +3,7 @@
 TiCDC sends DATE/DATETIME/TIMESTAMP/TIME/DECIMAL/JSON as text in both Open Protocol and Craft;
 parsing them here once keeps the two codecs' value typing identical.
 
-Choices (documented in the README):
+Choices (documented in docs/types.md):
 - DATETIME -> naive `datetime`; TIMESTAMP -> aware `datetime` in the upstream time zone (default UTC).
 - TIME -> `str`, its TiDB text validated against the TiDB range -838:59:59..838:59:59
   (a str keeps the fractional-second precision exactly as upstream wrote it).

@@ -1,7 +1,7 @@
 """Which Delta table features a replicated table carries, and when it gets them.
 
 Every reader feature shuts out some common reader ("reads" = returns the right rows; one-feature
-tables, kept true by tests/integration/test_table_features.py; the README has the same table):
+tables, kept true by tests/integration/test_table_features.py; docs/table-features.md has the same table):
 
 | reader feature | Spark | deltalake 1.6.6 QueryBuilder | deltalake to_pyarrow_table | polars 2.1.0 |
 | --- | --- | --- | --- | --- |

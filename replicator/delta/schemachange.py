@@ -32,8 +32,8 @@ SCHEMA_CHANGES: tuple[str, ...] = get_args(SchemaChange)
 DEFAULT_SCHEMA_CHANGE: SchemaChange = "auto"
 
 DEFAULT_REWRITE_LIMIT = 1024 ** 3
-"""1 GiB of live data files. Measured (`python -m bench.schema`, README "Schema change at lake
-scale"): RENAME COLUMN on a 10,000,000-row table of 510 MiB took 82 s as a rewrite (6.2 MiB/s on
+"""1 GiB of live data files. Measured (`python -m bench.schema`, docs/schema-change.md):
+RENAME COLUMN on a 10,000,000-row table of 510 MiB took 82 s as a rewrite (6.2 MiB/s on
 the shared 2-core machine) and 1.0 s metadata-only; the rewrite grows with the table's bytes, the
 metadata-only change does not. At 1 GiB a rewrite holds the table's replication for about three
 minutes there (less on more cores), a pause still worth keeping every reader for; beyond it the

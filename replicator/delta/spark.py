@@ -58,7 +58,7 @@ QUICK_JIT = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
 tier that feeds the optimising one. A catch-up run of a small warehouse spends most of its JVM
 time warming up (Spark's planner, Delta's commands, code generation, each run once per table),
 where this is about a quarter faster; long MERGE scans run up to 1.7x slower on its code, so
-followers and big warehouses keep the full compiler (`plan_jit`, README "Tuning the driver JVM").
+followers and big warehouses keep the full compiler (`plan_jit`, docs/how-it-works.md "Tuning the driver JVM").
 The code cache stays at the tiered default (C1 alone gets 48 MiB, which a run of the demo filled:
 the JVM then stops compiling altogether)."""
 JVM_LOG_TO_STDERR = ["-Xlog:disable", "-Xlog:all=warning:stderr"]
@@ -285,7 +285,7 @@ def on_this_machine(master: str | None) -> bool:
 def driver_java_options(jars: list[str] | None) -> list[str]:
     """The driver JVM's options: UTC, the class archive and the compiler `plan_jit` chose (not
     under spark-submit, whose JVM is already running), the user's REPLICATOR_DRIVER_JAVA_OPTIONS
-    (last, so they win: README "Tuning the driver JVM"), and the quiet log4j configuration."""
+    (last, so they win: docs/how-it-works.md "Tuning the driver JVM"), and the quiet log4j configuration."""
     # UTC as the JVM's zone too: on a table of fewer than 50 files Delta re-verifies the whole
     # file list after every commit when a zone name lacks "utc" (docs/delta.md).
     options = ["-Duser.timezone=UTC"]

@@ -2,7 +2,7 @@
 
 Pure logic (sqlglot only): no Spark import. A table's shape comes from its CREATE TABLE DDL when
 the stream has it (precision, NOT NULL, primary key, enum labels), otherwise it is inferred from
-the first row event's type codes and flags. The mapping is documented in the README.
+the first row event's type codes and flags. The mapping is documented in docs/types.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Layout:
 
 Progress is committed after every step, after that step's Delta commits: a crash in between is
 repaired by re-applying the step, which is idempotent (Delta txnAppId/txnVersion per table; DDL
-ledger + check-before-alter). See README "Exactly once".
+ledger + check-before-alter). See docs/how-it-works.md "Exactly once".
 """
 
 from __future__ import annotations

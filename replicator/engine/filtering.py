@@ -8,7 +8,7 @@ RENAME TABLE is the one DDL that crosses the filter's boundary:
   name, and the new name's rows are skipped from then on;
 - into the filter (old name out, new in): skipped; the table is created from the first row
   events of its new name (their columns and types), so it holds only the rows changed from then
-  on: the README says what to backfill.
+  on: docs/filters.md says what to backfill.
 
 Pure: no Spark or Kafka.
 """
@@ -120,7 +120,7 @@ class EventFilter:
                 counts["renamed_into_filter"] += 1
                 log.log(level, "RENAME %s.%s -> %s.%s (commit ts %d) moves the table into the table filter: the "
                         "table is created from its next row events, which hold only the rows changed from now on; "
-                        "backfill the rest (README: Filters)", *old, *new, ddl.commit_ts,
+                        "backfill the rest (docs/filters.md)", *old, *new, ddl.commit_ts,
                         extra={"table": f"{new[0]}.{new[1]}"})
             else:
                 counts[old_reason] += 1

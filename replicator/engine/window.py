@@ -1,7 +1,7 @@
 """Resolved-ts windowing: which row changes and DDLs are complete, in what order to apply them,
 and where to restart after a crash. Pure logic (no Spark, no Kafka), property-tested.
 
-Semantics (the ordering TiCDC guarantees; README "How it works"):
+Semantics (the ordering TiCDC guarantees; docs/how-it-works.md, docs/windows.md):
 - Everything is keyed by (topic, partition): one replicator may follow many topics (TiCDC's
   topic-per-table dispatch plus its default topic).
 - Partition watermark = highest resolved ts seen on that partition (never moves back).

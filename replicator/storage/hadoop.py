@@ -6,7 +6,7 @@ Writes go to a temporary file, then a rename over the target (atomic on HDFS, AB
 Hadoop's API has no compare-and-swap: `create` is Hadoop's create-without-overwrite (exclusive on
 those stores), but `replace` compares the file's modification time and length and then renames, so
 the writer lease is exclusive on these stores only between runs that do not start within the same
-instant. Only S3 is tested here (README "Running on object storage").
+instant. Only S3 is tested here (docs/running-on-object-storage.md).
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@
   (REPLICATOR_SPARK_JARS); stdout is the `--json-summary` document and nothing else, the working
   directory stays empty, and the installed `replicator check` proves the tables;
 * `replicator jars` of that installation fetches the Delta jars from Maven Central itself;
-* (`make soak`) the README's spark-submit recipe against `make cluster-up`'s standalone cluster: client mode,
-  the packed environment without pyspark (the cluster provides it) for the executors, the driver's
-  own Python, loopback addresses kept, `--reader spark`, exact tables; `cluster-down` removes
-  the workers' scratch space (the unpacked environments).
+* (`make soak`) the spark-submit recipe of docs/running-on-spark.md against `make cluster-up`'s standalone
+  cluster: client mode, the packed environment without pyspark (the cluster provides it) for the
+  executors, the driver's own Python, loopback addresses kept, `--reader spark`, exact tables;
+  `cluster-down` removes the workers' scratch space (the unpacked environments).
 """
 
 from __future__ import annotations

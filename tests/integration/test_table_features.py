@@ -206,7 +206,7 @@ def test_fast_profile_and_old_tables_keep_their_features(spark: Any, tmp_path: P
 
 
 def test_reader_matrix_is_true(spark: Any, tmp_path: Path) -> None:
-    """The README's reader table (features.READERS): one-feature tables through each reader."""
+    """docs/table-features.md's reader table (features.READERS): one-feature tables through each reader."""
     cases = {"none": {}, "changeDataFeed": {features.CDF: "true"},
              "columnMapping": {features.COLUMN_MAPPING: "name"},
              "deletionVectors": {features.DELETION_VECTORS: "true"},

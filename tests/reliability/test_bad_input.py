@@ -2,7 +2,7 @@
 unknown type codes, empty and null records, unparsable / unknown DDL, rows of a table the stream
 never created, a table-breaking row, and an oversize (but valid) message.
 
-The documented behaviour (README "Bad input"): an undecodable message is dead-lettered with its
+The documented behaviour (docs/how-it-works.md "Bad input"): an undecodable message is dead-lettered with its
 topic/partition/offset and stops the run (`--on-error skip` continues); a bad DDL stops it
 (`--on-ddl-error skip` dead-letters it); nothing of a bad message is ever applied, so the tables
 always equal the model's state at the applied watermark, and at the end its final state.

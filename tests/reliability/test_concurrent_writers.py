@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.time
 
 # Below Delta's 168 h minimum, so only with the retention check off. Not 0: RETAIN 0 HOURS deletes
 # the files a MERGE has written but not yet committed, and the table is corrupt (reproduced; the
-# replicator then stops with a StateError saying so, see README, Reliability). Delta 4.0.1 also
+# replicator then stops with a StateError saying so, see docs/reliability.md). Delta 4.0.1 also
 # truncates fractional hours (RETAIN 0.02 HOURS, DeltaTable.vacuum(0.02)) to 0.
 VACUUM_RETAIN_HOURS = 1
 

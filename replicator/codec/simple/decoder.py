@@ -151,7 +151,7 @@ def _dml(obj: dict[str, Any], op: Op, opts: DecodeOptions, state: CodecState, po
         raise SchemaNotArrivedError(
             f"the schema of {database}.{table} version {version} has not arrived: no BOOTSTRAP or DDL message "
             "carrying it was read before this row in this run (TiCDC sends a BOOTSTRAP before a table's first "
-            "row and then periodically; see the README on restarts), so the row is not guessed",
+            "row and then periodically; see docs/protocols.md, Simple), so the row is not guessed",
             where="field 'schemaVersion'")
     table_id = obj.get("tableID", 0)
     if type(table_id) is not int:

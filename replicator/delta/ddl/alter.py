@@ -439,8 +439,7 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
 
 REWRITE_CHURN = "churn: every row of the table is deleted and re-inserted in this commit; no row changed"
 """The rewrite commit's `change_feed` in its userMetadata: a change-data-feed reader sees every row
-of the table at this version as a `delete` and an `insert` of the same values (README, Schema
-change at lake scale)."""
+of the table at this version as a `delete` and an `insert` of the same values (docs/schema-change.md)."""
 
 
 def _rewrite_table(alt: _Alter, what: str, *, rename: dict[str, str] | None = None, drop: Sequence[str] = (),
