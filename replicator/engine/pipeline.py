@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from replicator.changes import collapse
 from replicator.codec import codec_for
 from replicator.codec.state import CodecState
 from replicator.codec.values import DecodeOptions, InvalidText
@@ -33,18 +34,18 @@ from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.filtering import EventFilter, FilterCounts
 from replicator.engine.loop import ControlLoop, LoopOptions
 from replicator.engine.plan import RowSpan, Segment, StepPlan, plan_step
-from replicator.engine.progress import TP, Progress
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM, InlineExecutor, run_plan
-from replicator.engine.window import Step, Windower, collapse
+from replicator.engine.window import Step, Windower
 from replicator.errors import ConfigError, DdlError, ReplicatorError, SchemaError
-from replicator.events import DdlEvent, Event, Position, RowChange, tso_physical_ms, tso_to_datetime
+from replicator.events import DdlEvent, Event, Position, Record, RowChange, tso_physical_ms, tso_to_datetime
 from replicator.faults import fault_point, fault_timer
 from replicator.filters import TableFilter
 from replicator.logformat import json_logs, position
 from replicator.metrics import DEFAULT_MAX_TABLES, Metrics
+from replicator.progress import TP, Progress
 from replicator.sources.claimcheck import ClaimChecks
 from replicator.sources.executor import check_row
-from replicator.sources.kafka import Record, Source
+from replicator.sources.kafka import Source
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 
 if TYPE_CHECKING:
