@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
