@@ -24,7 +24,7 @@ STAGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("collapse to last change per key", "replicator/changes.py", ("collapse",)),
     ("windowing (offer, next_step, commit)", "replicator/engine/window.py", ("offer", "next_step", "commit")),
     ("restart cursors", "replicator/engine/window.py", ("restart_cursors",)),
-    ("column check", "replicator/engine/pipeline.py", ("_check_columns",)),
+    ("column check", "replicator/engine/merging.py", ("check_columns",)),
 )
 
 
