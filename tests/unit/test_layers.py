@@ -46,6 +46,11 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_modules_fit_in_a_head() -> None:
+    found = long_files(ROOT)
+    assert not found, f"modules over {MAX_LINES} lines:\n" + "\n".join(found)
+
+
 # --- the checker catches what it is for -------------------------------------------------------
 
 
