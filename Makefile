@@ -73,10 +73,10 @@ kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath 
 s3-jars: $(CACHE)/s3proxy-libs/.resolved ## resolve the S3Proxy classpath (local S3-compatible server) into .cache/s3proxy-libs
 catalog-jars: $(CACHE)/metastore-libs/.resolved ## the Hive metastore's one jar beyond pyspark's into .cache/metastore-libs
 
-# The driver JVM's class archive (replicator/delta/jvm_archive.py): written once per installation by a
+# The driver JVM's class archive (replicator/sim/jvm_archive.py): written once per installation by a
 # small replication (about a minute); quiet when it exists; a failure only warns.
 jvm-archive: $(VENV)/.installed spark-jars ## the driver JVM's class archive in .cache/jvm (faster Spark start)
-	@$(PY) -m replicator.delta.jvm_archive
+	@$(PY) -m replicator.sim.jvm_archive
 
 setup: $(VENV)/.installed spark-jars kafka-jars s3-jars catalog-jars jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + JVM class archive
 

@@ -39,12 +39,13 @@ Sections:
 Modules: ``common`` (configuration, machine, timers), ``procs`` (RSS and CPU from /proc, the
 subprocesses' environment), one per section (``codecs``, ``e2e``, ``scale``, ``features``,
 ``profiling``, ``peer``, ``tables``, ``follower``, ``reader``, ``objectstore``), ``sections`` (the
-registry: where sections are registered and run), ``report`` (markdown, chart, JSON), ``cli``
-(``python -m bench``).
+registry: where sections are registered and run), ``report`` (markdown, JSON; the chart is
+``chart``, the targets ``targets``), ``cli`` (``python -m bench``).
 
 Run: ``make bench`` (``BENCH_ARGS="--events 100000"``) or ``python -m bench --help``.
 """
 
+from bench.chart import render_chart
 from bench.cli import main, parse_args, run
 from bench.codecs import bench_codecs, bench_crc, case0_row, workload_events
 from bench.common import BenchConfig, best_of, machine_info, run_args, time_ns
@@ -62,9 +63,10 @@ from bench.e2e import (
 from bench.objectstore import bench_objectstore, finish_objectstore, object_store_access
 from bench.procs import RssSampler
 from bench.profiling import profile_engine
-from bench.report import render_chart, render_markdown, targets, write_outputs
+from bench.report import render_markdown, write_outputs
 from bench.scale import bench_scale, scale_changes
 from bench.sections import SECTIONS, Context, Section, run_sections
+from bench.targets import targets
 
 __all__ = [
     "SECTIONS",

@@ -58,7 +58,7 @@ def changes(size: int, n: int, seed: int = 0) -> list[Any]:
     """60% updates and 20% deletes of distinct recent keys, 20% inserts of new keys."""
     import random
 
-    from replicator.engine.window import Change
+    from replicator.changes import Change
 
     rnd = random.Random(size * 31 + seed)
     when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -21,10 +21,10 @@ STAGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("decode", "replicator/engine/pipeline.py", ("_decode_record",)),
     ("Kafka fetch (kafka-python)", "replicator/sources/kafka.py", ("poll",)),
     ("Arrow source build (merge.source_table)", "replicator/delta/merge.py", ("source_table",)),
-    ("collapse to last change per key", "replicator/engine/window.py", ("collapse",)),
+    ("collapse to last change per key", "replicator/changes.py", ("collapse",)),
     ("windowing (offer, next_step, commit)", "replicator/engine/window.py", ("offer", "next_step", "commit")),
     ("restart cursors", "replicator/engine/window.py", ("restart_cursors",)),
-    ("column check", "replicator/engine/pipeline.py", ("_check_columns",)),
+    ("column check", "replicator/engine/merging.py", ("check_columns",)),
 )
 
 

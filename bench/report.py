@@ -1,5 +1,5 @@
-"""The report: ``results.md`` (targets and one block per section), ``results.png`` (four panels)
-and ``results.json`` (the raw figures, which git ignores)."""
+"""The report: ``results.md`` (targets and one block per section), ``results.png`` (four panels,
+chart.py) and ``results.json`` (the raw figures, which git ignores); the targets are targets.py."""
 
 from __future__ import annotations
 
@@ -8,109 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.codecs import CASE0_DECODE_TARGET_NS, GO_DECODE_NS, GO_ENCODE_NS, SEED_SIZES
+from bench.chart import render_chart
+from bench.codecs import GO_DECODE_NS, GO_ENCODE_NS, SEED_SIZES
 from bench.common import BenchConfig
 from bench.profiling import STAGES
-
-GIB = 1 << 30
-
-
-def _fmt(x: float, digits: int = 0) -> str:
-    return f"{x:,.{digits}f}"
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.0f} MiB"
+from bench.targets import fmt, mib, rate, targets
 
 
 def _yes(ok: bool | None) -> str:
     return "n/a" if ok is None else ("**met**" if ok else "**not met**")
-
-
-def _rate(run: dict[str, Any]) -> float:
-    """Row events per second of wall time of a run (a replicator's or the peer's)."""
-    rows = run["summary"]["rows"] if "summary" in run else run["rows"]
-    return float(rows) / max(float(run["wall_s"]), 1e-9)
-
-
-def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met): end-to-end throughput against a plain append and against the peer,
-    Craft against Open Protocol decoding, case-0 decode time, MERGE growth with table size, many
-    tables against few, follower lag, a small MERGE against an append, driver memory of the
-    1M-event run."""
-    out: list[tuple[str, str, bool | None]] = []
-    e2e = results.get("e2e", {})
-    for protocol, res in e2e.items():
-        rate = res["run"]["summary"]["rows"] / res["run"]["wall_s"]
-        half = res["append"]["rows_per_s"] / 2
-        out.append((f"end-to-end rows/s >= half the plain-append rate ({protocol})",
-                    f"{_fmt(rate)} vs {_fmt(half)} rows/s", rate >= half))
-    for protocol, res in results.get("peer", {}).items():
-        if protocol in e2e:
-            mine, peer = _rate(e2e[protocol]["run"]), _rate(res["run"])
-            ratio = mine / peer if peer else 0.0
-            out.append((f"replicator rows/s >= 1.5x the Structured Streaming peer's ({protocol})",
-                        f"{ratio:.2f}x ({_fmt(mine)} vs {_fmt(peer)} rows/s)", ratio >= 1.5))
-    tables = results.get("tables")
-    if tables:
-        few, many = sorted(tables["runs"].values(), key=lambda r: int(r["tables"]))
-        out.append((f"{many['tables']} tables >= half the {few['tables']}-table rate ({tables['events']:,} changes)",
-                    f"{tables['ratio']:.2f} ({_fmt(many['rows_per_s'])} vs {_fmt(few['rows_per_s'])} rows/s)",
-                    tables["ratio"] >= 0.5))
-    objectstore = results.get("objectstore")
-    if objectstore:
-        from bench.objectstore import TARGET_RATIO
-
-        for protocol, res in objectstore["protocols"].items():
-            best = res["best"]
-            out.append((f"s3a:// warehouse rows/s >= {TARGET_RATIO:g}x a local warehouse's ({protocol}, "
-                        f"{objectstore['events']:,} changes, local S3-compatible server)",
-                        f"{res['ratio']:.2f}x ({_fmt(best['s3'])} vs {_fmt(best['local'])} row changes/s)",
-                        res["ratio"] >= TARGET_RATIO))
-    follower = results.get("follower")
-    if follower and follower["lag"].get("rows"):
-        lag = follower["lag"]
-        out.append(("follower lag p99 <= 10 s and not growing",
-                    f"p99 {lag['p99_s']:.1f} s; p99 first → last third {lag['thirds'][0]['p99_s']:.1f} → "
-                    f"{lag['thirds'][2]['p99_s']:.1f} s",
-                    lag["p99_s"] <= 10.0 and lag["flat"] and not follower["unapplied_rows"]))
-    codec = results.get("codec")
-    if codec:
-        c, o = codec["workload"]["craft"], codec["workload"]["open"]
-        out.append(("Craft decode faster than Open Protocol per event (workload)",
-                    f"{_fmt(c['decode_ns_per_event'])} vs {_fmt(o['decode_ns_per_event'])} ns/event",
-                    c["decode_ns_per_event"] < o["decode_ns_per_event"]))
-        cj = codec["workload"].get("canal-json")
-        if cj:
-            out.append(("canal-json decode at least as fast as Open Protocol per event (workload, both JSON)",
-                        f"{_fmt(cj['decode_ns_per_event'])} vs {_fmt(o['decode_ns_per_event'])} ns/event",
-                        cj["decode_ns_per_event"] <= o["decode_ns_per_event"]))
-        d0 = codec["case0"]["craft"]["decode"]["min_ns"]
-        out.append(("Craft case-0 decode < 15 µs (pure Python, one core)", f"{d0 / 1000:.2f} µs",
-                    d0 < CASE0_DECODE_TARGET_NS))
-    scale = results.get("scale")
-    if scale and "growth" in scale:
-        g = scale["growth"]
-        out.append((f"MERGE 10k into {g['to']:,} rows <= 2x into {g['from']:,} rows",
-                    f"{g['after']:.2f}x (before the fix: {g['before']:.2f}x)", g["after"] <= 2.0))
-    features = results.get("features")
-    if features and features.get("small"):
-        small = features["small"]
-        from bench.features import SMALL_TARGET_RATIO
-
-        limit = float(small.get("target_ratio", SMALL_TARGET_RATIO))
-        for profile, res in small["profiles"].items():
-            if profile != "compatible":
-                continue  # the target is the default profile's
-            out.append((f"{small['changes']}-row MERGE <= {limit:.0f}x a {small['changes']}-row append ({profile})",
-                        f"{res['ratio']:.1f}x ({res['merge_s']:.2f} vs {res['append_s']:.2f} s)",
-                        res["ratio"] <= limit))
-    for protocol, res in e2e.items():
-        peak = res["run"]["driver_peak_rss"]
-        full = cfg.events >= 1_000_000
-        out.append((f"driver RSS <= 2 GiB for the 1M run ({protocol})",
-                    f"{_mib(peak)} at {cfg.events:,} events", (peak <= 2 * GIB) if full else None))
-    return out
 
 
 def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
@@ -192,11 +98,11 @@ def _codec_md(results: dict[str, Any]) -> list[str]:
             "| | Craft (Python) | Open Protocol (Python) | Craft (seed, Go) |",
             "| --- | ---: | ---: | ---: |",
         ]
-        for op, label, go in (("decode", "decode", _fmt(GO_DECODE_NS)), ("encode", "encode", _fmt(GO_ENCODE_NS)),
+        for op, label, go in (("decode", "decode", fmt(GO_DECODE_NS)), ("encode", "encode", fmt(GO_ENCODE_NS)),
                               ("decode_ticdc", "decode, dates as TiCDC writes them ('-')", "")):
             cr, op_ = c0["craft"][op], c0["open"][op]
-            lines.append(f"| {label} | {_fmt(cr['min_ns'])} ({_fmt(cr['median_ns'])}; {_fmt(cr['wall_min_ns'])}) | "
-                         f"{_fmt(op_['min_ns'])} ({_fmt(op_['median_ns'])}; {_fmt(op_['wall_min_ns'])}) | {go} |")
+            lines.append(f"| {label} | {fmt(cr['min_ns'])} ({fmt(cr['median_ns'])}; {fmt(cr['wall_min_ns'])}) | "
+                         f"{fmt(op_['min_ns'])} ({fmt(op_['median_ns'])}; {fmt(op_['wall_min_ns'])}) | {go} |")
         w = codec["workload"]
         lines += [
             "",
@@ -213,7 +119,7 @@ def _codec_md(results: dict[str, Any]) -> list[str]:
                                    ("encode events/s", "encode_events_per_s", 0), ("encode MB/s", "encode_mb_per_s", 1),
                                    ("bytes per row event", "bytes_per_row", 0),
                                    ("zlib bytes per row event", "zlib_bytes_per_row", 0)):
-            lines.append(f"| {label} | {_fmt(cw[key], digits)} | {_fmt(ow[key], digits)} | "
+            lines.append(f"| {label} | {fmt(cw[key], digits)} | {fmt(ow[key], digits)} | "
                          f"{cw[key] / ow[key]:.2f} |")
         crc = codec.get("crc", {})
         if "c_extension" in crc:
@@ -281,15 +187,15 @@ def _e2e_md(results: dict[str, Any], cfg: BenchConfig) -> tuple[list[str], list[
         row("replicated: DDLs, steps that MERGEd rows / MERGEs / median changes per MERGE",
             lambda r: f"{r['steps']['ddl']}, {r['steps']['windows']} / {r['steps']['merges']} / "
                       f"{r['steps']['rows_per_merge']:,.0f}")
-        row("**replicated rows/s** (row events / wall)", lambda r: f"**{_fmt(rate(r))}**")
+        row("**replicated rows/s** (row events / wall)", lambda r: f"**{fmt(rate(r))}**")
         row("final rows", lambda r: f"{r['append']['rows']:,}")
         row("plain append: time", lambda r: f"{r['append']['elapsed_s']:.1f} s")
-        row("**plain append rows/s**", lambda r: f"**{_fmt(r['append']['rows_per_s'])}**")
+        row("**plain append rows/s**", lambda r: f"**{fmt(r['append']['rows_per_s'])}**")
         row("replicated rows/s without start-up (wall − cold Spark start)",
-            lambda r: _fmt(rate_warm(r)))
-        row("read only: records/s (best of N)", lambda r: _fmt(r['consume']['records'] / r['consume']['elapsed_s']))
+            lambda r: fmt(rate_warm(r)))
+        row("read only: records/s (best of N)", lambda r: fmt(r['consume']['records'] / r['consume']['elapsed_s']))
         row("read + decode: row events/s (best of N)",
-            lambda r: _fmt(r['decode']['rows'] / r['decode']['elapsed_s']))
+            lambda r: fmt(r['decode']['rows'] / r['decode']['elapsed_s']))
         row("read + decode: CPU per row event", lambda r: f"{r['decode']['cpu_s'] / r['decode']['rows'] * 1e6:.1f} µs")
         row("**ratio** replicated ÷ append", lambda r: f"**{rate(r) / r['append']['rows_per_s']:.2f}**")
         row("ratio replicated ÷ read + decode",
@@ -303,8 +209,8 @@ def _e2e_md(results: dict[str, Any], cfg: BenchConfig) -> tuple[list[str], list[
             "| | " + " | ".join(e2e) + " |",
             "| --- | " + " | ".join("---:" for _ in e2e) + " |",
         ]
-        row("peak RSS, Python driver", lambda r: _mib(r["run"]["driver_peak_rss"]))
-        row("peak RSS, its JVM", lambda r: _mib(r["run"]["jvm_peak_rss"]))
+        row("peak RSS, Python driver", lambda r: mib(r["run"]["driver_peak_rss"]))
+        row("peak RSS, its JVM", lambda r: mib(r["run"]["jvm_peak_rss"]))
         row("CPU time, Python driver", lambda r: f"{r['run']['driver_cpu_s']:.0f} s")
         row("CPU time, its JVM", lambda r: f"{r['run']['jvm_cpu_s']:.0f} s")
 
@@ -412,11 +318,11 @@ def _peer_md(results: dict[str, Any]) -> list[str]:
     row("peer, summed over micro-batches: Kafka read (toArrow) / decode / CREATE TABLE / MERGEs",
         lambda r, e: f"{batches(r, 'read_s'):.1f} s / {batches(r, 'decode_s'):.1f} s / "
                      f"{batches(r, 'create_s'):.1f} s / {batches(r, 'merge_s'):.1f} s")
-    row("**peer rows/s**", lambda r, e: f"**{_fmt(_rate(r['run']))}**")
-    row("**replicator rows/s** (section 2)", lambda r, e: f"**{_fmt(_rate(e['run']))}**")
-    row("**replicator ÷ peer**", lambda r, e: f"**{_rate(e['run']) / max(_rate(r['run']), 1e-9):.2f}x**")
+    row("**peer rows/s**", lambda r, e: f"**{fmt(rate(r['run']))}**")
+    row("**replicator rows/s** (section 2)", lambda r, e: f"**{fmt(rate(e['run']))}**")
+    row("**replicator ÷ peer**", lambda r, e: f"**{rate(e['run']) / max(rate(r['run']), 1e-9):.2f}x**")
     row("peak RSS: Python driver / JVM",
-        lambda r, e: f"{_mib(r['run']['driver_peak_rss'])} / {_mib(r['run']['jvm_peak_rss'])}")
+        lambda r, e: f"{mib(r['run']['driver_peak_rss'])} / {mib(r['run']['jvm_peak_rss'])}")
 
     def verdict(r: dict[str, Any]) -> str:
         if "verified" not in r:
@@ -462,7 +368,7 @@ def _tables_md(results: dict[str, Any]) -> list[str]:
     row("row changes / row events read (with the stream's replays)",
         lambda r: f"{r['stream']['stats']['row_changes']:,} / {r['run']['summary']['rows']:,}")
     row("wall time", lambda r: f"{r['run']['wall_s']:.1f} s")
-    row("**row changes/s** (row changes / wall)", lambda r: f"**{_fmt(r['rows_per_s'])}**")
+    row("**row changes/s** (row changes / wall)", lambda r: f"**{fmt(r['rows_per_s'])}**")
     row("DDLs (CREATE TABLE) / time of steps with DDLs only",
         lambda r: f"{r['steps']['ddl']} / {r['steps'].get('ddl_s', 0):.1f} s")
     row("steps that MERGEd rows / MERGEs", lambda r: f"{r['steps']['windows']} / {r['steps'].get('merges', 0)}")
@@ -470,7 +376,7 @@ def _tables_md(results: dict[str, Any]) -> list[str]:
         lambda r: f"{r['steps'].get('window_median_s', 0):.1f} s / {r['steps'].get('window_max_s', 0):.1f} s")
     row("window time per MERGE", lambda r: f"{r['steps'].get('s_per_merge', 0):.2f} s")
     row("peak RSS: Python driver / JVM",
-        lambda r: f"{_mib(r['run']['driver_peak_rss'])} / {_mib(r['run']['jvm_peak_rss'])}")
+        lambda r: f"{mib(r['run']['driver_peak_rss'])} / {mib(r['run']['jvm_peak_rss'])}")
     row("result equals the simulator's expected tables",
         lambda r: "not checked" if "verified" not in r else ("yes" if r["verified"] else "NO"))
     lines += ["", f"{runs[-1]['tables']} tables replicate at **{tables['ratio']:.2f}x** the "
@@ -500,13 +406,13 @@ def _reader_md(results: dict[str, Any]) -> list[str]:
         for name in ("driver", "spark"):
             run = size["runs"][name]
             lines.append(
-                f"| {int(events):,} | {name} | {run['run']['wall_s']:.1f} s | **{_fmt(run['rows_per_s'])}** | "
-                f"{_mib(run['run']['driver_peak_rss'])} / {_mib(run['run']['jvm_peak_rss'])} | "
+                f"| {int(events):,} | {name} | {run['run']['wall_s']:.1f} s | **{fmt(run['rows_per_s'])}** | "
+                f"{mib(run['run']['driver_peak_rss'])} / {mib(run['run']['jvm_peak_rss'])} | "
                 + ("not checked" if "verified" not in run else ("yes" if run["verified"] else "NO")) + " |")
     d = r["decode"]
     lines += ["", "Spark reader ÷ driver reader (row changes/s): "
               + ", ".join(f"{ratio:.2f}x at {int(e):,}" for e, ratio in ((e, s["ratio"]) for e, s in sizes)) + ".",
-              "", f"One executor core decodes **{_fmt(d['rows_per_core_s'])} row changes/s** "
+              "", f"One executor core decodes **{fmt(d['rows_per_core_s'])} row changes/s** "
                   f"({d['rows']:,} row changes of {d['records']:,} records in {d['cpu_s']:.1f} s CPU, the executors' "
                   "decode function timed in the bench process)."]
     return lines
@@ -552,7 +458,7 @@ def _objectstore_md(results: dict[str, Any]) -> list[str]:
             lines.append(f"| {label} | " + " | ".join(fn(r) for r in runs) + " |")
 
         row("wall time (process)", lambda r: f"{r['run']['wall_s']:.1f} s")
-        row("**row changes/s**", lambda r: f"**{_fmt(r['rows_per_s'])}**")
+        row("**row changes/s**", lambda r: f"**{fmt(r['rows_per_s'])}**")
         row("steps", lambda r: str(r["costs"]["steps"]))
         row("engine wall time (`elapsed_s`)", lambda r: f"{r['costs']['engine_s']:.1f} s")
         row("state writes: total / per step",
@@ -561,11 +467,11 @@ def _objectstore_md(results: dict[str, Any]) -> list[str]:
             lambda r: f"{r['costs']['lease_renewals']} / {r['costs']['lease_renew_s'] * 1000:.0f} ms")
         row("Delta's side per step", lambda r: f"{r['costs']['rest_per_step_s']:.2f} s")
         row("peak RSS: Python driver / JVM",
-            lambda r: f"{_mib(r['run']['driver_peak_rss'])} / {_mib(r['run']['jvm_peak_rss'])}")
+            lambda r: f"{mib(r['run']['driver_peak_rss'])} / {mib(r['run']['jvm_peak_rss'])}")
         row("result equals the simulator's expected tables",
             lambda r: "not checked" if "verified" not in r else ("yes" if r["verified"] else "NO"))
         lines += ["", f"s3a:// ÷ local ({protocol}, best of {o['pairs']} each): **{res['ratio']:.2f}x** "
-                      f"({_fmt(res['best']['s3'])} vs {_fmt(res['best']['local'])} row changes/s)."]
+                      f"({fmt(res['best']['s3'])} vs {fmt(res['best']['local'])} row changes/s)."]
         for r in runs:
             if r.get("diffs"):
                 lines += ["", f"First differences ({protocol} {r['target']} #{r['pair']}): "
@@ -611,88 +517,11 @@ def _follower_md(results: dict[str, Any]) -> list[str]:
         f"{f.get('unapplied_rows', 0):,} |",
         f"| caught up after the last row | {'yes' if f.get('caught_up') else 'NO'}, in {f.get('drain_s', 0.0):.1f} s |",
         f"| SIGTERM: exit code / time to exit | {ex.get('exit_code')} / {ex.get('stop_s', 0.0):.1f} s |",
-        f"| peak RSS: Python driver / JVM | {_mib(ex.get('driver_peak_rss', 0))} / {_mib(ex.get('jvm_peak_rss', 0))} |",
+        f"| peak RSS: Python driver / JVM | {mib(ex.get('driver_peak_rss', 0))} / {mib(ex.get('jvm_peak_rss', 0))} |",
         "| result equals the simulator's expected tables | "
         + ("not checked" if "verified" not in f else ("yes" if f["verified"] else "NO")) + " |",
     ]
     return lines
-
-
-def render_chart(results: dict[str, Any], path: Path) -> None:
-    """Four panels: case-0 ns, workload decode rate, e2e vs baselines, MERGE time vs table size."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
-    codec = results.get("codec")
-    ax = axes[0][0]
-    if codec:
-        c0 = codec["case0"]
-        labels = ["decode", "encode"]
-        x = range(len(labels))
-        for off, (name, vals) in zip((-0.27, 0.0, 0.27), (
-                ("Craft (Python)", [c0["craft"][k]["min_ns"] for k in labels]),
-                ("Open Protocol (Python)", [c0["open"][k]["min_ns"] for k in labels]),
-                ("Craft (seed, Go)", [GO_DECODE_NS, GO_ENCODE_NS])), strict=True):
-            bars = ax.bar([i + off for i in x], vals, width=0.27, label=name)
-            ax.bar_label(bars, labels=[f"{v / 1000:.1f}" for v in vals], fontsize=8)
-        ax.set_xticks(list(x), labels)
-        ax.set_ylabel("ns per message (labels: µs)")
-        ax.set_title("Case 0: one update, 8+8 columns")
-        ax.legend(fontsize=8)
-    ax = axes[0][1]
-    if codec:
-        w = codec["workload"]
-        names = ["Craft", "Open Protocol"]
-        dec = [w["craft"]["decode_events_per_s"], w["open"]["decode_events_per_s"]]
-        enc = [w["craft"]["encode_events_per_s"], w["open"]["encode_events_per_s"]]
-        b1 = ax.bar([-0.2, 0.8], dec, width=0.4, label="decode")
-        b2 = ax.bar([0.2, 1.2], enc, width=0.4, label="encode")
-        ax.bar_label(b1, labels=[f"{v:,.0f}" for v in dec], fontsize=8)
-        ax.bar_label(b2, labels=[f"{v:,.0f}" for v in enc], fontsize=8)
-        ax.set_xticks([0, 1], names)
-        ax.set_ylabel("events/s (one core)")
-        ax.set_title(f"Multi-table workload ({w['events']:,} events)")
-        ax.legend(fontsize=8)
-    ax = axes[1][0]
-    e2e = results.get("e2e")
-    if e2e:
-        protos = list(e2e)
-        series = {
-            "replicated (run --until-caught-up)": [e2e[p]["run"]["summary"]["rows"] / e2e[p]["run"]["wall_s"]
-                                                   for p in protos],
-            "plain Delta append of final rows": [e2e[p]["append"]["rows_per_s"] for p in protos],
-            "read + decode only": [e2e[p]["decode"]["rows"] / e2e[p]["decode"]["elapsed_s"] for p in protos],
-        }
-        width = 0.8 / len(series)
-        for j, (name, vals) in enumerate(series.items()):
-            bars = ax.bar([i - 0.4 + width * (j + 0.5) for i in range(len(protos))], vals, width=width, label=name)
-            ax.bar_label(bars, labels=[f"{v:,.0f}" for v in vals], fontsize=8)
-        ax.set_xticks(range(len(protos)), protos)
-        ax.set_yscale("log")
-        ax.set_ylabel("rows/s (log)")
-        ax.set_title(f"End to end, {results['config']['events']:,} row changes")
-        ax.legend(fontsize=8)
-    ax = axes[1][1]
-    scale = results.get("scale")
-    if scale:
-        sizes = [int(s) for s in scale["sizes"]]
-        for mode, label in (("before_s", "ON key equality only (before)"),
-                            ("after_s", "with key-range pruning (after)")):
-            vals = [scale["sizes"][str(s)][mode] for s in sizes]
-            ax.plot(sizes, vals, marker="o", label=label)
-        ax.set_xscale("log")
-        ax.set_xlabel("table rows (log)")
-        ax.set_ylabel("MERGE seconds (10,000 changes)")
-        ax.set_ylim(bottom=0)
-        ax.set_title("MERGE time vs table size")
-        ax.legend(fontsize=8)
-    fig.suptitle(f"replicator bench — {results['machine']['cores']} cores, {results['machine']['date']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def jsonable(obj: Any) -> Any:

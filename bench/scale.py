@@ -38,7 +38,7 @@ def scale_changes(size: int, n: int = SCALE_CHANGES) -> list[Any]:
     import random
     from decimal import Decimal
 
-    from replicator.engine.window import Change
+    from replicator.changes import Change
 
     rnd = random.Random(size)
     when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -9,7 +9,7 @@ the order of `SECTIONS`. The local broker starts right before the first section 
 
 To add a section: write its module (``bench/<name>.py``), register a `Section` in `SECTIONS`
 (its name becomes a ``--sections`` value), and add its block to `bench.report.render_markdown`
-(and its targets, if any, to `bench.report.targets`).
+(and its targets, if any, to `bench.targets.targets`).
 """
 
 from __future__ import annotations

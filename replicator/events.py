@@ -126,6 +126,23 @@ class Position:
 
 
 @dataclass(frozen=True, slots=True)
+class Record:
+    """A raw Kafka record (or an archived copy of one), as every source hands it out; here, beside
+    `Position`, because the sources, the engine and the dead-letter table all take it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # ms since epoch (Kafka record timestamp), -1 when unknown
+    key: bytes | None
+    value: bytes | None
+
+
+def where(rec: Record) -> str:
+    return f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}"
+
+
+@dataclass(frozen=True, slots=True)
 class Column:
     """One column of a row image."""
 

@@ -5,7 +5,8 @@ by transaction and closed by Commit or Rollback events. This package replays the
 commit order, statement by statement through Spark SQL on path-based Delta tables.
 
 Three layers, the first two pure (unit-tested without Spark), one module each beside the shared
-``model`` (statements, catalog, actions) and ``state`` (``binlog.json``):
+``model`` (statements, catalog, actions) and the state file ``binlog.json``
+(``replicator.delta.binlog_state``, where the warehouse's table listing reads it too):
 
 * ``TransactionAssembler`` (``assembly``) buffers Query events per Global Transaction ID (server_id, trans_id)
   until their Commit (Rollback discards) and numbers committed transactions 1, 2, 3... in log
@@ -42,26 +43,15 @@ from replicator.binlog_apply.model import (
     Action,
     AddColumn,
     Catalog,
-    ColumnInfo,
     CreateTable,
     Dml,
     DropColumn,
     DropTable,
     Noop,
     Statement,
-    TableInfo,
     Transaction,
     table_uid,
     txn_version,
-)
-from replicator.binlog_apply.state import (
-    STATE_FILE,
-    STATE_FORMAT,
-    BinlogState,
-    InFlight,
-    Position,
-    load_state,
-    save_state,
 )
 from replicator.binlog_apply.translate import (
     NON_DETERMINISTIC,
@@ -72,6 +62,17 @@ from replicator.binlog_apply.translate import (
     substitute_variables,
     translate,
     verify_generated,
+)
+from replicator.delta.binlog_state import (
+    STATE_FILE,
+    STATE_FORMAT,
+    BinlogState,
+    ColumnInfo,
+    InFlight,
+    Position,
+    TableInfo,
+    load_state,
+    save_state,
 )
 from replicator.delta.edge import TXN_APP_ID as _TXN_APP_ID
 from replicator.delta.edge import TXN_VERSION as _TXN_VERSION

@@ -23,8 +23,8 @@ from replicator.binlog_apply.model import (
     Transaction,
     txn_version,
 )
-from replicator.binlog_apply.state import STATE_FILE, BinlogState, InFlight, Position, load_state, save_state
 from replicator.binlog_apply.translate import translate, verify_generated
+from replicator.delta.binlog_state import STATE_FILE, BinlogState, InFlight, Position, load_state, save_state
 from replicator.delta.edge import DeltaEdge, is_conflict
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import (

@@ -6,11 +6,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from replicator.delta.typemap import quote_ident
+from replicator.delta.binlog_state import TableInfo
 from replicator.errors import UnsupportedError
 
 DEFAULT_DATABASE = "default"
@@ -47,50 +44,7 @@ class Transaction:
 
 
 # =============================================================================================
-# Catalog (persisted in the state file)
-
-
-class ColumnInfo(BaseModel):
-    """A column as the replayed statements see it (MySQL default kept as MySQL SQL text)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    spark_type: str
-    nullable: bool = True
-    default: str | None = None
-    auto_increment: bool = False
-    on_update_now: bool = False
-    comment: str | None = None
-
-
-class TableInfo(BaseModel):
-    """A replayed table: MySQL (db, table) -> the path-based Delta table at ``path``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    uid: str
-    db: str
-    table: str
-    path: str
-    columns: tuple[ColumnInfo, ...]
-    key: tuple[str, ...] = ()
-    status: Literal["live", "dropped"] = "live"
-    created_seq: int = 0
-
-    def column(self, name: str) -> ColumnInfo | None:
-        """Column by name, case-insensitively (MySQL column names are)."""
-        low = name.lower()
-        return next((c for c in self.columns if c.name.lower() == low), None)
-
-    @property
-    def ref(self) -> str:
-        """The table in Spark SQL: ``delta.`<path>```."""
-        return "delta." + quote_ident(self.path)
-
-    @property
-    def name(self) -> str:
-        return f"{self.db}.{self.table}"
+# Catalog (its tables persisted in the state file, replicator/delta/binlog_state.py)
 
 
 class Catalog:

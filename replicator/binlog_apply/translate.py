@@ -20,16 +20,15 @@ from replicator.binlog_apply.model import (
     Action,
     AddColumn,
     Catalog,
-    ColumnInfo,
     CreateTable,
     Dml,
     DropColumn,
     DropTable,
     Noop,
     Statement,
-    TableInfo,
     table_uid,
 )
+from replicator.delta.binlog_state import ColumnInfo, TableInfo
 from replicator.delta.merge import column_ddl
 from replicator.delta.typemap import column_from_def, quote_ident, quote_string, spec_from_create
 from replicator.delta.warehouse import safe_segment

@@ -37,7 +37,8 @@ def _inspect(ns: argparse.Namespace) -> int:
 def inspect_archives(cmd: ArchiveInspectCommand, out: IO[str] | None = None) -> int:
     """Directories expand to their archive files. Structural errors propagate (after the frames
     before them were printed); bad CRCs are all listed, then reported as one FrameError."""
-    from replicator.formats.archive import archive_files, format_inspect_entry, inspect, list_archive_files
+    from replicator.formats.archive import archive_files, list_archive_files
+    from replicator.formats.inspect import format_inspect_entry, inspect
     from replicator.storage import is_url
 
     stream = out if out is not None else sys.stdout

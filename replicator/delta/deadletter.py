@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from replicator.delta.edge import DeltaEdge
 from replicator.delta.merge import clear_unborn_table, delta_ref
 from replicator.delta.warehouse import Warehouse
-from replicator.sources.kafka import Record
+from replicator.events import Record
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

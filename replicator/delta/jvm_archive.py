@@ -5,8 +5,11 @@ Scala and Delta before its first MERGE. On the 2-core machine that is about 1.5 
 session start and of the first Delta commands (`make bench`, docs/delta.md "Driver JVM start").
 The JDK's dynamic class-data sharing (CDS) keeps those classes parsed and verified in a file
 that the next JVM maps instead. `make setup` writes the archive once (`python -m
-replicator.delta.jvm_archive`) by running a small replication through the real engine, so the
+replicator.sim.jvm_archive`) by running a small replication through the real engine, so the
 archive holds the classes a run loads; `get_spark` then starts the driver JVM with it.
+
+This module is what the session needs to use an archive (where it is, the JVM options); writing
+one runs the simulator and the engine, which sit above the Delta edge: replicator/sim/jvm_archive.py.
 
 The archive is only valid for the JVM and the class path it was written with. Its file name
 carries a key of both (the java binary, pyspark's jars, the cached Delta jars and the local file
@@ -18,20 +21,17 @@ silently starts without an archive it cannot use (its warning would go to stdout
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import logging
 import os
 import shutil
-import sys
-import tempfile
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off", "-Xlog:cds=off:stderr", "-Xlog:cds+dynamic=off:stderr"]
 """CDS logging off (on both outputs): a stale or foreign archive is skipped without a word."""
 
-_dump_to: Path | None = None  # set while the archive is being written (this module's main)
+_dump_to: Path | None = None  # set while the archive is being written (`dumping_to`)
 
 
 def _java() -> Path | None:
@@ -87,82 +87,13 @@ def java_options(default_dir: Path, jars: list[str] | None) -> list[str]:
     return ["-XX:SharedArchiveFile=" + str(path), *QUIET]
 
 
-def _train(scratch: Path) -> None:
-    """A small replication through the real engine (DDLs, inserts into new tables, MERGEs into
-    filled ones, several steps), so the archive holds the classes a run loads."""
-    from replicator.engine.pipeline import Engine, RunOptions
-    from replicator.sim.simulate import SimConfig, Simulation, write_archive
-    from replicator.sources.archive import ArchiveSource
-
-    sim = Simulation(SimConfig(protocol="craft", seed=7, events=3000, partitions=2, tables=3))
-    write_archive(sim, scratch / "archive", "jvm-archive")
-    options = RunOptions(warehouse=str(scratch / "warehouse"), protocol="craft", until_caught_up=True,
-                         max_buffer_rows=800, progress=False)
-    Engine(ArchiveSource(scratch / "archive"), options).run()
-
-
-def to_write(*, force: bool = False) -> Path | None:
-    """The archive this installation still lacks (all of it with `force`); None: it exists, or off."""
-    from replicator.delta import spark as sparkmod
-
-    path = archive_path(sparkmod.JVM_ARCHIVE_DIR, sparkmod._jar_paths())
-    return None if path is None or (path.is_file() and not force) else path
-
-
-def write(path: Path) -> None:
-    """Write the archive at `path` from a small replication in this process's own driver JVM,
-    which must not be running yet (the archive is written as that JVM exits)."""
+@contextmanager
+def dumping_to(path: Path) -> Iterator[None]:
+    """While inside, a driver JVM started by `get_spark` writes its class archive to `path` as it
+    exits (replicator/sim/jvm_archive.py)."""
     global _dump_to
-    from pyspark import SparkContext
-
-    from replicator.delta import spark as sparkmod
-
-    if SparkContext._active_spark_context is not None:
-        raise RuntimeError("the JVM archive must be written by a process without a Spark session")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    _dump_to = tmp
+    _dump_to = path
     try:
-        with tempfile.TemporaryDirectory(prefix="replicator-jvm-archive-") as scratch:
-            _train(Path(scratch))
-            sparkmod.stop_jvm()  # the JVM writes the archive as it exits
-        if not tmp.is_file():
-            raise RuntimeError(f"the driver JVM wrote no class archive at {tmp}")
-        os.replace(tmp, path)
-        for old in path.parent.glob("driver-*.jsa"):
-            if old != path:
-                old.unlink(missing_ok=True)
+        yield
     finally:
         _dump_to = None
-        tmp.unlink(missing_ok=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`make setup`: write the archive if this installation has none. Quiet when it exists; a
-    failure is reported and leaves runs as they were (without an archive), it does not fail set-up."""
-    parser = argparse.ArgumentParser(prog="python -m replicator.delta.jvm_archive",
-                                     description="write the driver JVM's class archive (make setup)")
-    parser.add_argument("--force", action="store_true", help="write it again even if it exists")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    for noisy in ("py4j", "kafka"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
-    path = to_write(force=args.force)
-    if path is None:
-        return 0
-    print(f"writing the driver JVM's class archive {path} (a small replication, about a minute)")
-    started = time.monotonic()
-    try:
-        write(path)
-    except Exception as exc:  # an optimisation only: runs start without it
-        print(f"warning: no JVM class archive ({exc}); Spark starts without one", file=sys.stderr)
-        return 0
-    print(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - started:.0f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    # Through the imported module, whose `_dump_to` get_spark reads (not this __main__ copy).
-    from replicator.delta.jvm_archive import main as imported_main
-
-    sys.exit(imported_main())

@@ -90,7 +90,7 @@ def table_rows(path: str) -> int | None:
 def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[str, list[ListedTable]]:
     """(warehouse root, live tables sorted by source, schema, table); ConfigError when `root` holds
     neither catalog. `count`: with each table's row count (`table_rows`)."""
-    from replicator.binlog_apply.state import STATE_FILE, load_state
+    from replicator.delta.binlog_state import STATE_FILE, load_state
 
     wh = Warehouse(root)
     binlog_state = wh.meta / STATE_FILE

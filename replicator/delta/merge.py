@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from replicator.changes import Change
 from replicator.delta.edge import DeltaEdge
 from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
-from replicator.engine.window import Change
 from replicator.errors import SchemaError, StateError
 from replicator.storage import fileio_for
 

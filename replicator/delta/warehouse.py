@@ -39,8 +39,8 @@ from pydantic import (
 
 from replicator.delta import jars
 from replicator.delta.typemap import TableSpec
-from replicator.engine.progress import Progress
 from replicator.errors import StateError
+from replicator.progress import Progress
 from replicator.storage import Location, fileio_for, normalise_root
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS, Lease
 from replicator.storage.steplog import StepLog

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from replicator.engine.filtering import EventFilter
 from replicator.engine.loop import Applier, ControlLoop, LoopOptions
-from replicator.engine.plan import DdlScope, Rows, RowSpan, TableName
-from replicator.engine.progress import TP, Progress
+from replicator.engine.plan import Rows, RowSpan
 from replicator.engine.window import Windower, WindowStats
 from replicator.errors import ClaimCheckError, DecodeError, KafkaSourceError
-from replicator.events import DdlEvent, Event
+from replicator.events import DdlEvent, Event, Record
 from replicator.logformat import position
+from replicator.progress import TP, Progress
 from replicator.sources.executor import APPLIED, CLAIM_CHECK_REASON, KEEP, REPLAY
-from replicator.sources.kafka import Record
+from replicator.tables import DdlScope, TableName
 
 if TYPE_CHECKING:
     from replicator.codec.values import InvalidText

@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from replicator.engine.progress import TP, Progress
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, ReplicatorError, UnsupportedError
-from replicator.events import Event
+from replicator.events import Event, Record, where
 from replicator.faults import fault_point
 from replicator.logformat import event_level, position
-from replicator.sources.kafka import Record, Source
+from replicator.progress import TP, Progress
+from replicator.sources.kafka import Source
 
 log = logging.getLogger("replicator")
 
@@ -302,6 +302,3 @@ def _log_step(record: StepRecord, offsets: dict[TP, int]) -> None:
                    "table": next(iter(counts)) if len(counts) == 1 else None, "counts": counts,
                    "positions": [position(p.topic, p.partition, o) for p, o in sorted(offsets.items())]})
 
-
-def where(rec: Record) -> str:
-    return f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}"

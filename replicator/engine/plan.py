@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from replicator.events import DdlEvent, RowChange
-
-TableName = tuple[str, str]
+from replicator.tables import DdlScope, TableName
 
 
 @dataclass(frozen=True)
@@ -46,34 +45,6 @@ def split_rows(rows: Rows, ts: int) -> tuple[Rows | None, Rows | None]:
     while end < len(rows) and rows[end].commit_ts <= ts:
         end += 1
     return rows[:end] or None, rows[end:] or None
-
-
-@dataclass(frozen=True)
-class DdlScope:
-    """The tables a DDL affects, by name, case-insensitively (MySQL table names may be)."""
-
-    tables: frozenset[TableName] = frozenset()
-    schemas: frozenset[str] = frozenset()  # every table of these schemas (DROP SCHEMA)
-    everything: bool = False  # the scope cannot be told: a barrier for every table
-    # Re-applying the DDL after rows that follow it were applied changes nothing of theirs (catalog
-    # only, or an idempotent Delta change that leaves columns and rows alone: CREATE, RENAME, DROP
-    # TABLE, comments, defaults, keys), so those rows may share its step (window.py `Step`).
-    rerunnable: bool = False
-
-    @classmethod
-    def of(cls, *names: TableName, schemas: Sequence[str] = (), rerunnable: bool = False) -> DdlScope:
-        return cls(frozenset((s.lower(), t.lower()) for s, t in names), frozenset(s.lower() for s in schemas),
-                   rerunnable=rerunnable)
-
-    def covers(self, table: TableName) -> bool:
-        if self.everything:
-            return True
-        schema, name = table[0].lower(), table[1].lower()
-        return schema in self.schemas or (schema, name) in self.tables
-
-
-EVERYTHING = DdlScope(everything=True)
-NOTHING = DdlScope()
 
 
 @dataclass(frozen=True)

@@ -25,15 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from replicator.delta.ddlparse.statements import parse_renames
-from replicator.engine.plan import EVERYTHING, DdlScope, Rows
-from replicator.engine.progress import TP, Cursor, Progress
-from replicator.errors import DdlError, SchemaError
-from replicator.events import Column, DdlCode, DdlEvent, Event, Op, Resolved, RowChange, Value
+from replicator.engine.plan import Rows
+from replicator.errors import DdlError
+from replicator.events import DdlCode, DdlEvent, Event, Resolved, RowChange
+from replicator.progress import TP, Cursor, Progress
+from replicator.tables import EVERYTHING, DdlScope
 
-__all__ = ["TP", "Change", "Cursor", "Progress", "Step", "WindowStats", "Windower", "collapse", "tables_gone"]
+__all__ = ["TP", "Cursor", "Progress", "Step", "WindowStats", "Windower", "tables_gone"]
 
 TableName = tuple[str, str]
 
@@ -381,63 +381,3 @@ class Windower:
     def next_offsets(self) -> dict[TP, int]:
         """Next offset to read per partition (the consumer's position as the windower saw it)."""
         return dict(self._next_offset)
-
-
-# ---------------------------------------------------------------------------------------------
-# Collapse: last change per handle key
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """Net effect on one key: an upsert of a full image, or a delete."""
-
-    key: tuple[Any, ...]
-    delete: bool
-    image: dict[str, Value] | None
-
-
-def _missing_key(row: RowChange, name: str) -> SchemaError:
-    return SchemaError(
-        f"row of {row.schema}.{row.table} at commit ts {row.commit_ts} lacks handle-key column "
-        f"{name!r}" + (f" ({row.position})" if row.position else "")
-    )
-
-
-def key_of(image: Sequence[Column], key: Sequence[str], row: RowChange) -> tuple[Any, ...]:
-    values: dict[str, Value] = {c.name: c.value for c in image}
-    try:
-        return tuple([values[k] for k in key])
-    except KeyError as exc:
-        raise _missing_key(row, exc.args[0]) from None
-
-
-def collapse(rows: Sequence[RowChange], key: Sequence[str]) -> list[Change]:
-    """Net change per key of rows given in (commit ts, arrival) order.
-
-    An update whose key changed deletes the old key. Later changes win: a replayed older version
-    that arrived later sorts before the newer one by commit ts, so it never overwrites it.
-    Hot path (every row of a step): each image becomes a dict once, reused for its key.
-    """
-    net: dict[tuple[Any, ...], Change] = {}
-    key = tuple(key)
-    for row in rows:
-        op = row.op
-        if op is Op.DELETE:
-            image = row.old_columns or row.columns
-            k = key_of(image, key, row)
-            net[k] = Change(k, True, None)
-            continue
-        values: dict[str, Value] = {c.name: c.value for c in row.columns}
-        try:
-            new_key = tuple([values[k] for k in key])
-        except KeyError as exc:
-            raise _missing_key(row, exc.args[0]) from None
-        if op is Op.UPDATE and row.old_columns:
-            old: dict[str, Value] = {c.name: c.value for c in row.old_columns}
-            if all(k in old for k in key):
-                old_key = tuple([old[k] for k in key])
-                if old_key != new_key:
-                    net[old_key] = Change(old_key, True, None)
-        net.pop(new_key, None)  # re-insert so dict order follows the last change
-        net[new_key] = Change(new_key, False, values)
-    return list(net.values())

@@ -19,9 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from replicator.errors import ConfigError, DecodeError, FrameError, KafkaSourceError, TruncatedFrameError
-from replicator.events import TP
+from replicator.events import TP, Record
 from replicator.formats.archive import ArchivedRecord, ArchiveFile, archive_path, read_archive
-from replicator.sources.kafka import Record
 
 log = logging.getLogger(__name__)
 

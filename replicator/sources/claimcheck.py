@@ -24,7 +24,8 @@ Reader = Callable[[str], bytes | None]
 
 def storage_reader(url: str) -> tuple[Reader, Callable[[str], str]]:
     """(read a file name from the storage at `url`, the file's full URL) through replicator/storage."""
-    from replicator.storage.fileio import fileio_for, normalise_root
+    from replicator.storage.fileio import normalise_root
+    from replicator.storage.stores import fileio_for
 
     root = normalise_root(url)
     io = fileio_for(root)

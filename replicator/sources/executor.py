@@ -21,16 +21,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from replicator.changes import key_of
 from replicator.codec import codec_for
 from replicator.codec.large import HANDLE_KEY_ONLY_REMEDY
 from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.typemap import TableSpec, converter_for
-from replicator.engine.loop import where
-from replicator.engine.window import key_of
 from replicator.errors import ClaimCheckError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
-from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
+from replicator.events import Column, DdlEvent, Op, Position, Record, Resolved, RowChange, where
 from replicator.filters import TableFilter
-from replicator.sources.kafka import Record
 
 ROW, RESOLVED, DDL, DEAD, STATS = 0, 1, 2, 3, 4
 """Event kinds (`kind` column)."""

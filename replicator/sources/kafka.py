@@ -18,19 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from replicator.errors import ConfigError, KafkaSourceError
-from replicator.events import TP
+from replicator.events import TP, Record
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int  # ms since epoch (Kafka record timestamp), -1 when unknown
-    key: bytes | None
-    value: bytes | None
 
 
 def kafka_lag(ends: Mapping[TP, int], positions: Mapping[TP, int | None]) -> int:

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 from replicator.codec.values import DecodeOptions
 from replicator.delta.spark import executor_errors
 from replicator.delta.typemap import TableSpec
-from replicator.engine.plan import DdlScope, TableName
-from replicator.events import Event, Position, Resolved, RowChange
+from replicator.events import Event, Position, Record, Resolved, RowChange
 from replicator.filters import TableFilter
 from replicator.sources import executor as ex
-from replicator.sources.kafka import KafkaSettings, Record
+from replicator.sources.kafka import KafkaSettings
+from replicator.tables import DdlScope, TableName
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

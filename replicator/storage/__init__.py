@@ -7,8 +7,9 @@ own reads and writes go through Spark's Hadoop file systems with the same URLs. 
 package branches on the scheme.
 """
 
-from replicator.storage.fileio import FileIO, Location, Versioned, as_location, fileio_for, is_url, normalise_root
+from replicator.storage.fileio import FileIO, Location, Versioned, is_url, normalise_root
 from replicator.storage.options import StorageOptions, configure, storage_options
+from replicator.storage.stores import as_location, fileio_for
 
 __all__ = [
            "FileIO",

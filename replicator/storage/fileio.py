@@ -163,29 +163,3 @@ class Location(os.PathLike[str]):
         """A directory on a local store; nothing on an object store (prefixes need no creating)."""
         if not is_url(self.path):
             Path(self.path).mkdir(parents=parents, exist_ok=exist_ok)
-
-
-def fileio_for(path: str | os.PathLike[str]) -> FileIO:
-    """The store of `path`: local directories, `s3a://` / `s3://` / `s3n://` object stores, and any
-    other Hadoop URL through Spark's Hadoop file systems."""
-    text = os.fspath(path)
-    scheme = scheme_of(text) if is_url(text) else "file"
-    if scheme == "file":
-        from replicator.storage.local import LocalFileIO
-
-        return LocalFileIO()
-    if scheme in S3_SCHEMES:
-        from replicator.storage.s3 import S3FileIO
-
-        return S3FileIO.shared()
-    from replicator.storage.hadoop import HadoopFileIO
-
-    return HadoopFileIO.shared()
-
-
-def as_location(path: Location | str | os.PathLike[str]) -> Location:
-    """`path` as a Location in its store (a Location is returned as it is)."""
-    if isinstance(path, Location):
-        return path
-    text = normalise_root(path)
-    return Location(fileio_for(text), text)

@@ -7,13 +7,17 @@ Hadoop's API has no compare-and-swap: `create` is Hadoop's create-without-overwr
 those stores), but `replace` compares the file's modification time and length and then renames, so
 the writer lease is exclusive on these stores only between runs that do not start within the same
 instant. Only S3 is tested here (docs/running-on-object-storage.md).
+
+The Spark session comes from above: storage sits below the Delta edge, which owns the session
+factory and hands it over with `use_session_factory` (replicator/delta/__init__.py), so the
+session is made only when a Hadoop URL is first used, as before.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from replicator.errors import StorageError
@@ -21,13 +25,18 @@ from replicator.storage.fileio import FileIO, Versioned
 
 _LOCK = threading.Lock()
 _shared: HadoopFileIO | None = None
+_session_factory: Callable[[], Any] | None = None
+
+
+def use_session_factory(factory: Callable[[], Any]) -> None:
+    """Where the shared instance gets its SparkSession from (called once it is first needed)."""
+    global _session_factory
+    _session_factory = factory
 
 
 class HadoopFileIO(FileIO):
-    def __init__(self) -> None:
-        from replicator.delta.spark import get_spark
-
-        spark = get_spark()
+    def __init__(self, spark: Any) -> None:
+        """Over `spark`'s JVM and a Hadoop configuration of its session (its `spark.hadoop.*`)."""
         self._jvm: Any = spark.sparkContext._jvm
         self._conf: Any = spark._jsparkSession.sessionState().newHadoopConf()
 
@@ -36,7 +45,10 @@ class HadoopFileIO(FileIO):
         global _shared
         with _LOCK:
             if _shared is None:
-                _shared = cls()
+                if _session_factory is None:
+                    raise StorageError("a Hadoop URL needs a Spark session: import replicator.delta, which "
+                                       "provides it, before using one")
+                _shared = cls(_session_factory())
             return _shared
 
     def _fs(self, path: str) -> tuple[Any, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from replicator.errors import ConfigError
@@ -96,6 +97,12 @@ class StorageOptions:
 
 _LOCK = threading.Lock()
 _options: StorageOptions | None = None
+_on_configure: list[Callable[[], None]] = []
+
+
+def on_configure(hook: Callable[[], None]) -> None:
+    """Call `hook` whenever the options change (the S3 store drops its cached clients, s3.py)."""
+    _on_configure.append(hook)
 
 
 def configure(options: StorageOptions | None = None, **changes: object) -> StorageOptions:
@@ -105,9 +112,8 @@ def configure(options: StorageOptions | None = None, **changes: object) -> Stora
     with _LOCK:
         base = options if options is not None else (_options or StorageOptions.from_env())
         _options = replace(base, **changes) if changes else base  # type: ignore[arg-type]
-        from replicator.storage import s3
-
-        s3.forget_clients()
+        for hook in _on_configure:
+            hook()
         return _options
 
 

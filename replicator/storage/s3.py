@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from replicator.errors import StorageError
 from replicator.storage.fileio import FileIO, Versioned, scheme_of
-from replicator.storage.options import StorageOptions, storage_options
+from replicator.storage.options import StorageOptions, on_configure, storage_options
 
 log = logging.getLogger("replicator")
 T = TypeVar("T")
@@ -35,6 +35,9 @@ def forget_clients() -> None:
     """Drop the cached stores (the options changed)."""
     with _CLIENT_LOCK:
         _shared.clear()
+
+
+on_configure(forget_clients)
 
 
 def split_url(url: str) -> tuple[str, str]:

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from replicator.changes import Change
 from replicator.cli import main as cli_main
 from replicator.delta.ddl import TMP_PREFIX, DdlApplier, DdlOutcome
 from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import quote_ident, quote_string
 from replicator.delta.warehouse import State, TableEntry, Warehouse
-from replicator.engine.window import Change
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, tso_to_datetime
 

@@ -45,7 +45,7 @@ def _run(stream: Path, warehouse: Path, env: dict[str, str]) -> dict[str, object
 
 def test_a_catch_up_run_maps_the_archive_and_uses_the_quick_compiler(stream: Path, tmp_path: Path) -> None:
     # What `make setup` runs (quiet and quick when the archive exists, as in CI after set-up).
-    built = subprocess.run([sys.executable, "-m", "replicator.delta.jvm_archive"], capture_output=True, text=True,
+    built = subprocess.run([sys.executable, "-m", "replicator.sim.jvm_archive"], capture_output=True, text=True,
                            env=_env(), timeout=900)
     assert built.returncode == 0, built.stderr
     path = jvm_archive.archive_path(JVM_ARCHIVE_DIR, _jar_paths())

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from replicator.changes import Change
 from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import ColumnSpec, TableSpec
-from replicator.engine.window import Change
 
 pytestmark = pytest.mark.integration
 

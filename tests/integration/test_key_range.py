@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from replicator.changes import Change
 from replicator.delta.merge import SMALL_MERGE_CONF, DeltaApplier, key_range_predicate
 from replicator.delta.typemap import ColumnSpec, TableSpec
-from replicator.engine.window import Change
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from tests.kafka_fixtures import new_topic
 
 pytestmark = pytest.mark.integration
 
-# The display's line (replicator/engine/pipeline.py `_Display`), logged to stderr when it is not a terminal.
+# The display's line (replicator/engine/display.py `Display`), logged to stderr when it is not a terminal.
 KAFKA_LAG = re.compile(r"\| kafka lag (\d+|\?)")
 
 

@@ -251,11 +251,11 @@ def test_under_the_limit_tables_are_rewritten_as_before_and_the_rewrite_says_chu
 def test_forced_choices_and_a_type_change_widening_does_not_cover(spark: Any, tmp_path: Path) -> None:
     """`--schema-change rewrite` rewrites even a table over the limit; under `metadata` a change type
     widening does not cover (INT -> VARCHAR) is still rewritten, says so, and enables nothing."""
+    from replicator.changes import Change
     from replicator.delta import features
     from replicator.delta.ddl import DdlApplier
     from replicator.delta.merge import DeltaApplier
     from replicator.delta.warehouse import State
-    from replicator.engine.window import Change
     from replicator.events import DdlEvent
 
     delta = DeltaApplier(spark)

@@ -14,12 +14,12 @@ import polars
 import pyarrow as pa
 import pytest
 
+from replicator.changes import Change
 from replicator.cli import main as cli_main
 from replicator.delta import features
 from replicator.delta.ddl import DdlApplier
 from replicator.delta.merge import DeltaApplier
 from replicator.delta.warehouse import State, Warehouse
-from replicator.engine.window import Change
 from replicator.events import DdlEvent
 from replicator.sim.simcheck import ActualTable, check_warehouse, compare_tables, read_warehouse, spark_value_to_json
 from replicator.sim.simulate import SimConfig, Simulation, produce

@@ -20,12 +20,12 @@ from replicator.formats.archive import (
     ArchiveWriter,
     archive_file_name,
     archive_sequence,
-    inspect,
     list_archive_files,
     read_archive,
 )
 from replicator.formats.binlog import BinlogWriter
 from replicator.formats.framing import FrameReader, encode_frame
+from replicator.formats.inspect import inspect
 
 
 def _records(n: int, topic: str = "t") -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@ from replicator.cli import main
 from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions
 from replicator.errors import FrameError
-from replicator.formats.archive import inspect, list_archive_files
+from replicator.formats.archive import list_archive_files
+from replicator.formats.inspect import inspect
 from replicator.sources.archive import ArchiveSource
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from replicator.errors import ConfigError, FrameError, KafkaSourceError, TruncatedFrameError
 from replicator.events import TP
-from replicator.formats.archive import ArchiveWriter, inspect, list_archive_files, read_archive
+from replicator.formats.archive import ArchiveWriter, list_archive_files, read_archive
+from replicator.formats.inspect import inspect
 from replicator.sim.simulate import SimConfig, Simulation, write_archive
 from replicator.sources.archive import ArchiveSource, scan_archive
 

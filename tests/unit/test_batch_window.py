@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.batch import BatchWindower
-from replicator.engine.plan import DdlScope, RowSpan, TableName
-from replicator.engine.progress import Progress
+from replicator.engine.plan import RowSpan
 from replicator.engine.window import Step, Windower, WindowStats
 from replicator.events import TP, Resolved, RowChange
+from replicator.progress import Progress
+from replicator.tables import DdlScope, TableName
 from tests.streamgen import generate, interleave
 
 

@@ -20,13 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from replicator.changes import collapse
 from replicator.cli import main
 from replicator.codec import CODECS, codec_for, open_protocol
 from replicator.codec.canal_json import NO_EXTENSION, decode, encode_row
 from replicator.codec.state import CodecState
 from replicator.codec.values import DecodeOptions
 from replicator.delta.ddl.scope import ddl_scope
-from replicator.engine.window import Windower, collapse
+from replicator.engine.window import Windower
 from replicator.errors import DecodeError
 from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
 from replicator.formats.archive import read_archive

@@ -15,8 +15,7 @@ from replicator.codec.state import CodecState
 from replicator.codec.values import DecodeOptions, InvalidText, decode_text
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.errors import DecodeError
-from replicator.events import Column, Op, Position, RowChange, TypeCode
-from replicator.sources.kafka import Record
+from replicator.events import Column, Op, Position, Record, RowChange, TypeCode
 
 BAD = b"ok\xff\xfe bad \xc3("  # two invalid sequences: a stray byte run and a truncated 2-byte char
 EXPECTED = BAD.decode("utf-8", "replace")

@@ -13,8 +13,8 @@ from replicator.codec.values import InvalidText
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.batch import BatchLoop
 from replicator.engine.loop import LoopOptions
-from replicator.engine.progress import Cursor, Progress
 from replicator.events import TP
+from replicator.progress import Cursor, Progress
 from replicator.sources.kafka import KafkaSource, kafka_lag
 
 

@@ -9,12 +9,11 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord, where
-from replicator.engine.progress import Cursor, Progress
+from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, KafkaSourceError, SchemaError
-from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Resolved, RowChange, TypeCode
-from replicator.sources.kafka import Record
+from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Record, Resolved, RowChange, TypeCode, where
+from replicator.progress import Cursor, Progress
 
 BAD = b"undecodable"
 MISSING = b"claim-check file missing"

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replicator.delta.ddl.scope import ddl_scope
-from replicator.engine.plan import EVERYTHING, NOTHING, DdlScope, Segment, StepPlan, plan_step
+from replicator.engine.plan import Segment, StepPlan, plan_step
 from replicator.engine.schedule import InlineExecutor, run_plan
 from replicator.events import Column, DdlEvent, Flag, Op, RowChange, TypeCode
+from replicator.tables import EVERYTHING, NOTHING, DdlScope
 
 
 def ddl(code: int, query: str, table: str = "t", schema: str = "s", ts: int = 10) -> DdlEvent:

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 from replicator.delta.warehouse import State, Warehouse
-from replicator.engine.progress import Cursor, Progress
 from replicator.engine.window import Windower
 from replicator.events import TP, DdlEvent, Resolved
+from replicator.progress import Cursor, Progress
 
 DATA = Path(__file__).parent / "data"
 

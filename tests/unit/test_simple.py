@@ -31,12 +31,11 @@ from replicator.codec.values import DecodeOptions
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.window import Windower
 from replicator.errors import DecodeError
-from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Position, Record, Resolved, RowChange, TypeCode
 from replicator.formats.archive import read_archive
 from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables
 from replicator.sim.stream import Simulation
-from replicator.sources.kafka import Record
 from tests.unit.test_loop import Clock, FakeApplier, FakeSource, loop_of
 from tests.unit.test_simulate import MemoryWarehouse
 

@@ -15,6 +15,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from replicator.changes import collapse
 from replicator.codec import codec_for
 from replicator.codec.render import value_to_json
 from replicator.codec.values import DecodeOptions
@@ -22,7 +23,7 @@ from replicator.delta.ddl.scope import ddl_scope
 from replicator.delta.typemap import TableSpec, column_from_def, converter_for, spec_from_create
 from replicator.engine.plan import Segment, plan_step
 from replicator.engine.schedule import InlineExecutor, run_plan
-from replicator.engine.window import Step, Windower, collapse
+from replicator.engine.window import Step, Windower
 from replicator.errors import ConfigError
 from replicator.events import TP, DdlEvent, Position, Resolved, RowChange
 from replicator.sim.simcheck import ActualTable, canonical, compare_tables

@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.changes import collapse
 from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions
 from replicator.delta.merge import DeltaApplier
 from replicator.delta.typemap import spec_from_row
-from replicator.engine.window import Windower, collapse
+from replicator.engine.window import Windower
 from replicator.errors import ReplicatorError, SchemaError
 from replicator.events import TP, Column, Flag, Op, Position, RowChange, TypeCode
 from replicator.sim.simulate import SimConfig, Simulation

@@ -1,5 +1,5 @@
-"""The engine starts Spark in the background while it reads (WarehouseApplier.warm_up): one session
-however many threads ask for it, and a run never ends while that start is under way."""
+"""The engine starts Spark in the background while it reads (WarehouseApplier.warm_up, engine/spark_edge.py):
+one session however many threads ask for it, and a run never ends while that start is under way."""
 
 from __future__ import annotations
 
@@ -49,17 +49,17 @@ def test_close_waits_for_a_start_under_way(tmp_path: Path, monkeypatch: Any) -> 
     applier = _applier(tmp_path, monkeypatch, started)
     applier.warm_up()
     applier.close()
-    assert started and applier._delta is not None
+    assert started and applier.edge._delta is not None
 
 
 def test_a_run_makes_full_collections_rare_and_restores_the_thresholds_after() -> None:
     """While rows are buffered, the collector's oldest generation waits for 1,000 young collections
-    (not 10): every full collection re-scans every buffered row (Engine.run, pipeline.py)."""
+    (not 10): every full collection re-scans every buffered row (Engine.run, engine/gcpolicy.py)."""
     import gc
 
-    from replicator.engine.pipeline import FULL_COLLECTION_EVERY, _few_full_collections
+    from replicator.engine.gcpolicy import FULL_COLLECTION_EVERY, few_full_collections
 
     before = gc.get_threshold()
-    with _few_full_collections():
+    with few_full_collections():
         assert gc.get_threshold() == (before[0], before[1], max(before[2], FULL_COLLECTION_EVERY))
     assert gc.get_threshold() == before

@@ -20,8 +20,8 @@ from replicator.cli import main
 from replicator.delta.rowcount import log_version, read_snapshot
 from replicator.delta.status import dead_letter_reason, lease_view, step_outcome, warehouse_status, watermark_age_s
 from replicator.delta.warehouse import State, TableEntry, Warehouse
-from replicator.engine.progress import Progress
 from replicator.events import tso_from_datetime
+from replicator.progress import Progress
 from replicator.storage import fileio_for
 from replicator.storage.lease import Holder
 from replicator.storage.steplog import StepLog

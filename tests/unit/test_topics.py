@@ -17,10 +17,10 @@ from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.delta.warehouse import State
-from replicator.engine.progress import Progress
 from replicator.engine.window import Windower, tables_gone
 from replicator.errors import ConfigError
 from replicator.events import TP, Column, DdlEvent, Flag, Op, Position, Resolved, RowChange, TypeCode
+from replicator.progress import Progress
 from replicator.sim.simcheck import compare_tables
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.topics import TopicDispatch, topic_for

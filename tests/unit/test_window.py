@@ -8,11 +8,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.changes import collapse
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.delta.warehouse import State
 from replicator.engine.plan import Segment, plan_step
 from replicator.engine.schedule import InlineExecutor, run_plan
-from replicator.engine.window import Cursor, Step, Windower, collapse
+from replicator.engine.window import Cursor, Step, Windower
 from replicator.events import TP, Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from tests.streamgen import generate, interleave
 

@@ -1,7 +1,8 @@
 """DDL events -> Delta operations and catalog changes, one module per concern: `base` (the outcome
-type, the handler signature, catalog helpers), `applier` (the `DdlApplier` and its Delta helpers),
-`tables` (schemas, tables, partitions), `alter` (ALTER TABLE), `rules` (the code -> operation table
-`DDL_TYPES` and the DDL table of docs/ddl.md rendered from it)."""
+type, the handler signature, catalog helpers), `ops` (the Delta helpers the handlers run through),
+`applier` (the `DdlApplier`: those helpers and the dispatch), `tables` (schemas, tables,
+partitions), `alter` (ALTER TABLE), `rules` (the code -> operation table `DDL_TYPES` and the
+DDL table of docs/ddl.md rendered from it)."""
 
 from replicator.delta.ddl.applier import DdlApplier
 from replicator.delta.ddl.base import TMP_PREFIX, DdlOutcome, Handler, Kind

@@ -40,7 +40,7 @@ from replicator.faults import fault_point
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField
 
-    from replicator.delta.ddl.applier import DdlApplier
+    from replicator.delta.ddl.ops import DdlOps
 
 # ---------------------------------------------------------------------------------------------
 # ALTER TABLE: columns, defaults, keys, comments
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 class _Alter:
     """One ALTER TABLE in progress: the evolving catalog spec plus notes for the outcome."""
 
-    applier: DdlApplier
+    applier: DdlOps
     entry: TableEntry
     spec: TableSpec
     ddl: DdlEvent
@@ -141,7 +141,7 @@ class _Alter:
         return False
 
 
-def _alter_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _alter_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Every ALTER TABLE action in statement order (codes 5, 6, 12, 15, 17, 32, 33 share it)."""
     query = dp.sanitize(ddl.query)
     listed = dp.parse_add_column_list(query)

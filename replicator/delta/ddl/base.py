@@ -16,7 +16,7 @@ from replicator.events import DdlEvent
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField
 
-    from replicator.delta.ddl.applier import DdlApplier
+    from replicator.delta.ddl.ops import DdlOps
 
 
 
@@ -32,7 +32,7 @@ class DdlOutcome:
     reader_changes: tuple[dict[str, Any], ...] = ()
 
 
-Handler = Callable[["DdlApplier", State, DdlEvent], DdlOutcome]
+Handler = Callable[["DdlOps", State, DdlEvent], DdlOutcome]
 Kind = Literal["apply", "no-op", "unsupported"]
 
 TMP_PREFIX = "__replicator_retype_"

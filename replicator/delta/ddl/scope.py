@@ -15,9 +15,9 @@ from sqlglot import exp
 from replicator.delta import ddlparse as dp
 from replicator.delta.ddl.rules import DDL_TYPES
 from replicator.delta.typemap import parse_sql
-from replicator.engine.plan import EVERYTHING, NOTHING, DdlScope
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent
+from replicator.tables import EVERYTHING, NOTHING, DdlScope
 
 RERUNNABLE = frozenset({2, 3, 4, 14, 15, 17, 19, 25, 32, 33})
 """Codes whose re-application after later rows of their tables changes none of those rows: catalog

@@ -28,13 +28,13 @@ from replicator.errors import DdlError
 from replicator.events import DdlEvent, RowChange
 
 if TYPE_CHECKING:
-    from replicator.delta.ddl.applier import DdlApplier
+    from replicator.delta.ddl.ops import DdlOps
     pass
 
 # ---------------------------------------------------------------------------------------------
 # Schemas and tables
 
-def _create_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _create_schema(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Schemas are only names (directories): record it so `replicator tables` can group by it."""
     stmt = parse_sql(dp.sanitize(ddl.query))
     name = ""
@@ -47,7 +47,7 @@ def _create_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
     return DdlOutcome("no-op", f"schema {name} already exists")
 
 
-def _drop_schema(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _drop_schema(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Drop = hide: every live table of the schema becomes dropped, its files stay recoverable."""
     stmt = parse_sql(ddl.query)
     name = ""
@@ -104,7 +104,7 @@ def planned_table(ddl: DdlEvent) -> tuple[TableSpec, str] | None:
     return spec, table_uid(spec.schema, spec.table, ddl.commit_ts)
 
 
-def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _create_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """A new Delta table at a deterministic path (same uid on re-run); LIKE copies the catalog spec."""
     stmt, head, clause = _parse_create(ddl)
     if_not_exists = bool(stmt.args.get("exists"))
@@ -138,7 +138,7 @@ def _create_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
     return DdlOutcome("applied", f"table {spec.schema}.{spec.table} created at {path}", (uid,))
 
 
-def _drop_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _drop_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Catalog-only, so RECOVER TABLE can bring the rows back; files stay until purged."""
     stmt = parse_sql(ddl.query)
     if not isinstance(stmt, exp.Drop):
@@ -156,7 +156,7 @@ def _drop_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
                       tuple(done))
 
 
-def _recover_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _recover_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Make the latest dropped table of that name live again (optionally under a new name)."""
     stmt = dp.parse_recover(ddl.query)
     schema = stmt.schema or ddl.schema
@@ -176,7 +176,7 @@ def _recover_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
     return DdlOutcome("applied", f"table {schema}.{name} recovered with its data ({entry.path})", (entry.uid,))
 
 
-def _truncate_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _truncate_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Predicate-less DELETE: Delta removes whole files (metadata only); re-running deletes nothing new."""
     stmt = parse_sql(ddl.query)
     if not isinstance(stmt, exp.TruncateTable):
@@ -194,7 +194,7 @@ def _truncate_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome
                       tuple(uids))
 
 
-def _rename_table(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _rename_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """`RENAME TABLE a TO b[, ...]` or `ALTER TABLE a RENAME [TO|AS] b`: catalog only."""
     return _rename_pairs(state, ddl, dp.parse_renames(ddl.query))
 
@@ -225,7 +225,7 @@ def _rename_pairs(state: State, ddl: DdlEvent, pairs: Sequence[tuple[dp.Name, dp
 # ---------------------------------------------------------------------------------------------
 # Partitions
 
-def _partition_op(self: DdlApplier, state: State, ddl: DdlEvent) -> DdlOutcome:
+def _partition_op(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """ADD (catalog), DROP and TRUNCATE PARTITION (DELETE of exactly those partitions' rows)."""
     op = dp.parse_partition_op(dp.sanitize(ddl.query))
     if op is None:

@@ -6,6 +6,9 @@ warehouse's state file persists it (`replicator.delta.warehouse.State.progress`)
 ``applied_ts``, ``positions`` (topic -> partition -> cursor), ``quiet_topics`` (only when some
 are) and ``ddl_ledger``. A state written before several topics were followed kept one topic's
 cursors as ``partitions``; `from_wire` reads them as that topic's. Pure: no Spark, no Kafka.
+
+It lives at the bottom of the package, beside the events, because both the engine (which moves it)
+and the warehouse (which persists it) use it, and the warehouse sits below the engine.
 """
 
 from __future__ import annotations

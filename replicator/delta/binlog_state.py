@@ -1,18 +1,66 @@
-"""Durable progress and catalog of a binlog apply: ``<warehouse>/_replicator/binlog.json``."""
+"""Durable progress and catalog of a binlog apply: ``<warehouse>/_replicator/binlog.json``.
+
+Written by the binlog applier (``replicator.binlog_apply``); it lives in the Delta edge, beside the
+Kafka run's state file (warehouse.py), because the warehouse's table listing (listing.py) reads
+both catalogs and sits below the applier."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from replicator.binlog_apply.model import TableInfo
+from replicator.delta.typemap import quote_ident
 from replicator.errors import StateError
 from replicator.storage import Location, as_location
 
 STATE_FORMAT = 1
 STATE_FILE = "binlog.json"
+
+
+class ColumnInfo(BaseModel):
+    """A column as the replayed statements see it (MySQL default kept as MySQL SQL text)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    spark_type: str
+    nullable: bool = True
+    default: str | None = None
+    auto_increment: bool = False
+    on_update_now: bool = False
+    comment: str | None = None
+
+
+class TableInfo(BaseModel):
+    """A replayed table: MySQL (db, table) -> the path-based Delta table at ``path``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    uid: str
+    db: str
+    table: str
+    path: str
+    columns: tuple[ColumnInfo, ...]
+    key: tuple[str, ...] = ()
+    status: Literal["live", "dropped"] = "live"
+    created_seq: int = 0
+
+    def column(self, name: str) -> ColumnInfo | None:
+        """Column by name, case-insensitively (MySQL column names are)."""
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+    @property
+    def ref(self) -> str:
+        """The table in Spark SQL: ``delta.`<path>```."""
+        return "delta." + quote_ident(self.path)
+
+    @property
+    def name(self) -> str:
+        return f"{self.db}.{self.table}"
 
 
 class Position(BaseModel):

@@ -1,0 +1,104 @@
+"""The bench's targets: what each section's figures are measured against, met or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.codecs import CASE0_DECODE_TARGET_NS
+from bench.common import BenchConfig
+
+GIB = 1 << 30
+
+
+def fmt(x: float, digits: int = 0) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):,.0f} MiB"
+
+
+def rate(run: dict[str, Any]) -> float:
+    """Row events per second of wall time of a run (a replicator's or the peer's)."""
+    rows = run["summary"]["rows"] if "summary" in run else run["rows"]
+    return float(rows) / max(float(run["wall_s"]), 1e-9)
+
+
+def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met): end-to-end throughput against a plain append and against the peer,
+    Craft against Open Protocol decoding, case-0 decode time, MERGE growth with table size, many
+    tables against few, follower lag, a small MERGE against an append, driver memory of the
+    1M-event run."""
+    out: list[tuple[str, str, bool | None]] = []
+    e2e = results.get("e2e", {})
+    for protocol, res in e2e.items():
+        rate = res["run"]["summary"]["rows"] / res["run"]["wall_s"]
+        half = res["append"]["rows_per_s"] / 2
+        out.append((f"end-to-end rows/s >= half the plain-append rate ({protocol})",
+                    f"{fmt(rate)} vs {fmt(half)} rows/s", rate >= half))
+    for protocol, res in results.get("peer", {}).items():
+        if protocol in e2e:
+            mine, peer = rate(e2e[protocol]["run"]), rate(res["run"])
+            ratio = mine / peer if peer else 0.0
+            out.append((f"replicator rows/s >= 1.5x the Structured Streaming peer's ({protocol})",
+                        f"{ratio:.2f}x ({fmt(mine)} vs {fmt(peer)} rows/s)", ratio >= 1.5))
+    tables = results.get("tables")
+    if tables:
+        few, many = sorted(tables["runs"].values(), key=lambda r: int(r["tables"]))
+        out.append((f"{many['tables']} tables >= half the {few['tables']}-table rate ({tables['events']:,} changes)",
+                    f"{tables['ratio']:.2f} ({fmt(many['rows_per_s'])} vs {fmt(few['rows_per_s'])} rows/s)",
+                    tables["ratio"] >= 0.5))
+    objectstore = results.get("objectstore")
+    if objectstore:
+        from bench.objectstore import TARGET_RATIO
+
+        for protocol, res in objectstore["protocols"].items():
+            best = res["best"]
+            out.append((f"s3a:// warehouse rows/s >= {TARGET_RATIO:g}x a local warehouse's ({protocol}, "
+                        f"{objectstore['events']:,} changes, local S3-compatible server)",
+                        f"{res['ratio']:.2f}x ({fmt(best['s3'])} vs {fmt(best['local'])} row changes/s)",
+                        res["ratio"] >= TARGET_RATIO))
+    follower = results.get("follower")
+    if follower and follower["lag"].get("rows"):
+        lag = follower["lag"]
+        out.append(("follower lag p99 <= 10 s and not growing",
+                    f"p99 {lag['p99_s']:.1f} s; p99 first → last third {lag['thirds'][0]['p99_s']:.1f} → "
+                    f"{lag['thirds'][2]['p99_s']:.1f} s",
+                    lag["p99_s"] <= 10.0 and lag["flat"] and not follower["unapplied_rows"]))
+    codec = results.get("codec")
+    if codec:
+        c, o = codec["workload"]["craft"], codec["workload"]["open"]
+        out.append(("Craft decode faster than Open Protocol per event (workload)",
+                    f"{fmt(c['decode_ns_per_event'])} vs {fmt(o['decode_ns_per_event'])} ns/event",
+                    c["decode_ns_per_event"] < o["decode_ns_per_event"]))
+        cj = codec["workload"].get("canal-json")
+        if cj:
+            out.append(("canal-json decode at least as fast as Open Protocol per event (workload, both JSON)",
+                        f"{fmt(cj['decode_ns_per_event'])} vs {fmt(o['decode_ns_per_event'])} ns/event",
+                        cj["decode_ns_per_event"] <= o["decode_ns_per_event"]))
+        d0 = codec["case0"]["craft"]["decode"]["min_ns"]
+        out.append(("Craft case-0 decode < 15 µs (pure Python, one core)", f"{d0 / 1000:.2f} µs",
+                    d0 < CASE0_DECODE_TARGET_NS))
+    scale = results.get("scale")
+    if scale and "growth" in scale:
+        g = scale["growth"]
+        out.append((f"MERGE 10k into {g['to']:,} rows <= 2x into {g['from']:,} rows",
+                    f"{g['after']:.2f}x (before the fix: {g['before']:.2f}x)", g["after"] <= 2.0))
+    features = results.get("features")
+    if features and features.get("small"):
+        small = features["small"]
+        from bench.features import SMALL_TARGET_RATIO
+
+        limit = float(small.get("target_ratio", SMALL_TARGET_RATIO))
+        for profile, res in small["profiles"].items():
+            if profile != "compatible":
+                continue  # the target is the default profile's
+            out.append((f"{small['changes']}-row MERGE <= {limit:.0f}x a {small['changes']}-row append ({profile})",
+                        f"{res['ratio']:.1f}x ({res['merge_s']:.2f} vs {res['append_s']:.2f} s)",
+                        res["ratio"] <= limit))
+    for protocol, res in e2e.items():
+        peak = res["run"]["driver_peak_rss"]
+        full = cfg.events >= 1_000_000
+        out.append((f"driver RSS <= 2 GiB for the 1M run ({protocol})",
+                    f"{mib(peak)} at {cfg.events:,} events", (peak <= 2 * GIB) if full else None))
+    return out

@@ -1,0 +1,248 @@
+"""The loop's `Applier` over a warehouse: a step's MERGEs and DDLs applied, then its progress committed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any
+
+from replicator.delta.typemap import spec_from_row
+from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
+from replicator.engine.codecstate import keep_codec_state
+from replicator.engine.ddlstep import DdlSteps
+from replicator.engine.deadletters import DeadLetters
+from replicator.engine.merging import Job, SegmentMerger, check_columns
+from replicator.engine.options import RunOptions
+from replicator.engine.plan import RowSpan, Segment, plan_step
+from replicator.engine.schedule import run_plan
+from replicator.engine.spark_edge import SparkEdge
+from replicator.engine.summary import RunSummary, TableCounts
+from replicator.engine.window import Step
+from replicator.events import Record, RowChange
+from replicator.faults import fault_point
+from replicator.metrics import Metrics
+from replicator.progress import Progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from replicator.delta.catalog import CatalogConfig, CatalogSync
+    from replicator.delta.ddl import DdlApplier
+    from replicator.delta.merge import DeltaApplier, MergeResult
+    from replicator.sources.spark_reader import SparkBatch
+
+log = logging.getLogger("replicator")
+
+
+class WarehouseApplier:
+    """The loop's `Applier`: steps become Delta MERGEs / DDL changes, progress goes to state.json
+    (with one windows.jsonl line per step), undecodable messages to the dead-letter table.
+
+    Its parts: the Spark side (spark_edge.py), one segment's MERGE (merging.py), a step's DDLs
+    (ddlstep.py), dead letters (deadletters.py); the order of a step is engine/plan.py's, run by
+    engine/schedule.py."""
+
+    def __init__(self, warehouse: Warehouse, options: RunOptions, summary: RunSummary, source_name: str,
+                 spark: SparkSession | None = None, metrics: Metrics | None = None) -> None:
+        self.warehouse = warehouse
+        self.metrics = metrics or Metrics()
+        self._apply_s = 0.0  # the last step's apply time (its metrics are counted once it is committed)
+        self.after_commit: Callable[[], None] = lambda: None  # the engine updates its gauges (loop thread)
+        self.options = options
+        self.summary = summary
+        self.source_name = source_name
+        self.state = State()  # the loaded state, set by the engine under the warehouse lock
+        self.edge = SparkEdge(warehouse, options, self.metrics, spark)
+        self.dead_letters = DeadLetters(self.edge, warehouse, options.protocol, self.metrics, source_name)
+        self.ddls = DdlSteps(self.edge, warehouse, options, summary, self.metrics, self.dead_letters)
+        self.merger = SegmentMerger(self.edge, self.metrics, self._batch)
+        self.batch: SparkBatch | None = None  # where a step's row spans are (--reader spark)
+        self.catalog_config: CatalogConfig | None = None  # where tables are registered by name
+        self._catalog: CatalogSync | None = None
+        self._catalog_synced = False  # the whole catalog checked once this run
+
+    # -- the Spark side (spark_edge.py) -----------------------------------------------------------
+    @property
+    def delta(self) -> DeltaApplier:
+        return self.edge.delta
+
+    @property
+    def ddl(self) -> DdlApplier:
+        return self.edge.ddl
+
+    @property
+    def executor(self) -> Executor:
+        return self.edge.executor
+
+    def warm_up(self) -> None:
+        self.edge.warm_up()
+
+    def close(self) -> None:
+        self.edge.close()
+
+    @property
+    def ddl_dead_letters(self) -> int:
+        return self.dead_letters.ddls
+
+    # -- the catalog ------------------------------------------------------------------------------
+    @property
+    def catalog(self) -> CatalogSync | None:
+        """The registrations' keeper when a catalog is configured (on the main Spark session)."""
+        if self.catalog_config is None:
+            return None
+        if self._catalog is None:
+            from replicator.delta.catalog import CatalogSync
+
+            self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root)
+        return self._catalog
+
+    def sync_catalog_once(self) -> None:
+        """Check every registration once a run (before its first step, or at its end when it had
+        none): what a crash left half done, or a name dropped by hand, is repaired."""
+        catalog = self.catalog
+        if catalog is not None and not self._catalog_synced:
+            catalog.sync(self.state)
+            self._catalog_synced = True
+
+    def _sync_catalog(self, step: Step) -> None:
+        """At the end of a step, before its progress is committed: the names it created, renamed,
+        dropped or recovered (any DDL step: CREATE/DROP DATABASE too), and now and then the rest."""
+        catalog = self.catalog
+        touched, self.ddls.touched = self.ddls.touched, set()
+        if catalog is not None and (touched or step.ddls or catalog.due()):
+            catalog.sync(self.state, touched)
+
+    # -- Applier --------------------------------------------------------------------------------
+    def save_progress(self, progress: Progress, record: dict[str, Any] | None) -> None:
+        state = self.state
+        state.progress = progress
+        keep_codec_state(self.summary.codec_state, state)
+        if record is not None:
+            state.steps = record["step"]
+            self.warehouse.append_window(record)
+        self.warehouse.save_state(state)
+        if record is not None:
+            self.metrics.step(str(record.get("kind", "window")), self._apply_s)
+        self.after_commit()
+
+
+    def dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
+        self.dead_letters.messages(dead)
+
+    def apply(self, step: Step) -> dict[str, Any]:
+        """Apply one step: its tables' MERGEs concurrently (`apply_parallelism`), each DDL once the
+        rows of its tables before it are in, one DDL at a time (engine/plan.py, engine/schedule.py)."""
+        started = time.monotonic()
+        try:
+            return self._apply(step)
+        finally:
+            self._apply_s = time.monotonic() - started
+
+    def _apply(self, step: Step) -> dict[str, Any]:
+        from replicator.delta.ddl.scope import ddl_scope
+
+        state = self.state
+        self.sync_catalog_once()
+        self.ddls.touched.clear()
+        n = state.steps + 1
+        record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
+                                  "recorded_at": dt.datetime.now(dt.UTC).isoformat(),
+                                  "kind": "ddl" if step.ddls else "window"}
+        # Only a step that a crashed (or failed) attempt may have half applied reads each table's
+        # txnVersion first (one Delta state job per table); a step that starts clean cannot have a
+        # DDL applied ahead of the catalog, so it is not marked by its own inflight_hi below.
+        recovering = state.inflight_hi > state.applied_ts
+        if step.ddls and state.inflight_hi < step.hi:
+            # A crash from here on may leave a table's Delta schema ahead of the catalog: the re-run
+            # checks each MERGE's txnVersion before running it against the old catalog.
+            state.inflight_hi = step.hi
+            self.warehouse.save_state(state)
+        plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
+        self.ddls.create_ahead(state, plan)
+        versions: dict[str, int] = {}
+        ddls: list[dict[str, Any]] = []
+
+        def prepare(seg: Segment) -> Job:
+            schema, table = seg.table
+            entry = state.live_table(schema, table)
+            rows = seg.rows
+            if isinstance(rows, RowSpan):  # on the executors: a few for what the catalog needs from rows
+                if entry is not None and entry.table_spec.key:
+                    return Job(seg, entry, entry.table_spec, n, recovering)
+                rows = self._batch().sample(seg.table, rows.lo, rows.hi)
+                if not rows:
+                    return Job(seg, None, None, n, recovering)  # the span turned out empty
+            if entry is None:
+                entry = self._infer_table(state, schema, table, rows)
+            spec = entry.table_spec
+            if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
+                from replicator.delta.ddl import adopt_handle_key
+
+                spec = adopt_handle_key(entry, rows)
+            if not isinstance(seg.rows, RowSpan):  # the executors check every row of a span
+                check_columns(entry, rows)
+            return Job(seg, entry, spec, n, recovering)
+
+        def apply_ddl(i: int) -> None:
+            ddls.append(self.ddls.apply(state, step.ddls[i], versions))
+
+        def done(seg: Segment, out: tuple[Job, MergeResult], more: bool) -> None:
+            job, res = out
+            if more:
+                fault_point("between_tables")
+            if job.entry is None:
+                return
+            name = f"{seg.table[0]}.{seg.table[1]}"
+            counts = self.summary.tables.setdefault(name, TableCounts())
+            if not res.skipped:
+                counts.upserts += res.upserts
+                counts.deletes += res.deletes
+                counts.inserted += res.inserted
+                counts.updated += res.updated
+                counts.deleted += res.deleted
+            self.metrics.merged(name, inserted=res.inserted, updated=res.updated, deleted=res.deleted,
+                                committed=not res.skipped)
+            uid = job.entry.uid
+            prev = record["tables"].get(uid) or {"upserts": 0, "deletes": 0}
+            version = max(res.version, versions.get(uid, -1))
+            record["tables"][uid] = self._table_record(job.entry, version, prev["upserts"] + res.upserts,
+                                                       prev["deletes"] + res.deletes)
+            versions[uid] = version
+
+        run_plan(plan, prepare=prepare, run=self.merger.merge, apply_ddl=apply_ddl, done=done, executor=self.executor)
+        for uid, version in versions.items():
+            entry = state.tables.get(uid)
+            if uid not in record["tables"] and entry is not None and entry.status == "live":
+                record["tables"][uid] = self._table_record(entry, version, 0, 0)
+        if ddls:
+            record["ddls"] = ddls
+            record["ddl"] = ddls[0]  # the step log's shape before steps held several DDLs
+        self._sync_catalog(step)
+        return record
+
+    def _batch(self) -> SparkBatch:
+        if self.batch is None:
+            raise RuntimeError("a step of row spans without a Spark batch")
+        return self.batch
+
+    @staticmethod
+    def _table_record(entry: TableEntry, version: int, upserts: int, deletes: int) -> dict[str, Any]:
+        return {"schema": entry.schema_name, "table": entry.table, "version": version,
+                "upserts": upserts, "deletes": deletes}
+
+    def _infer_table(self, state: State, schema: str, table: str, rows: Sequence[RowChange]) -> TableEntry:
+        first = next((r for r in rows if r.columns), rows[0])
+        spec = spec_from_row(first)
+        uid = table_uid(schema, table + "\x00inferred", state.applied_ts)
+        path = self.warehouse.new_table_path(schema, table, uid)
+        self.delta.create_table(path, spec)
+        entry = TableEntry(uid=uid, schema=schema, table=table, path=path, spec=spec.to_json(), created_ts=0)
+        state.tables[uid] = entry
+        self.ddls.touched.add(uid)
+        log.info("table %s.%s was not created in the stream: inferred from row events (key %s)",
+                 schema, table, list(spec.key), extra={"table": f"{schema}.{table}"})
+        return entry
+

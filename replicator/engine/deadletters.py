@@ -1,0 +1,42 @@
+"""Dead letters: the messages a run could not decode and the DDLs it skipped, into the dead-letter table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from replicator.delta.warehouse import Warehouse
+from replicator.engine.spark_edge import SparkEdge
+from replicator.events import DdlEvent, Record
+from replicator.metrics import Metrics
+
+
+class DeadLetters:
+    """Writes dead letters (delta/deadletter.py) and counts them in the run's metrics."""
+
+    def __init__(self, edge: SparkEdge, warehouse: Warehouse, protocol: str, metrics: Metrics,
+                 source_name: str) -> None:
+        self.edge = edge
+        self.warehouse = warehouse
+        self.protocol = protocol
+        self.metrics = metrics
+        self.source_name = source_name
+        self.ddls = 0  # DDLs dead-lettered (--on-ddl-error skip)
+
+    def messages(self, dead: Sequence[tuple[Record, str]]) -> None:
+        """Messages the loop could not decode; each reason starts with the error class."""
+        self._write(list(dead))
+        self.metrics.dead_lettered([reason.split(":", 1)[0] for _rec, reason in dead], decode_errors=len(dead))
+
+    def ddl(self, ddl: DdlEvent, exc: Exception) -> None:
+        """A DDL that failed and is skipped: its statement, at its Kafka position."""
+        pos = ddl.position
+        rec = Record(pos.topic if pos else self.source_name, pos.partition if pos else -1,
+                     pos.offset if pos else -1, -1, None, ddl.query.encode())
+        self._write([(rec, f"DdlError: {exc}")])
+        self.ddls += 1
+        self.metrics.dead_lettered(["DdlError"], decode_errors=0)
+
+    def _write(self, items: list[tuple[Record, str]]) -> None:
+        from replicator.delta.deadletter import write_dead_letters
+
+        write_dead_letters(self.edge.delta.spark, self.warehouse, self.protocol, items)

@@ -1,0 +1,56 @@
+"""What a run is asked to do: `RunOptions`, every setting of `replicator run` the engine reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from replicator.codec.values import DecodeOptions
+from replicator.delta.features import DEFAULT_PROFILE, Profile
+from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
+from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
+from replicator.filters import TableFilter
+from replicator.metrics import DEFAULT_MAX_TABLES
+from replicator.progress import TP
+from replicator.storage.lease import DEFAULT_LEASE_SECONDS
+
+if TYPE_CHECKING:
+    from replicator.delta.catalog import CatalogConfig
+
+Protocol = Literal["open", "craft", "canal-json", "simple"]
+Reader = Literal["driver", "spark"]
+
+
+
+@dataclass
+class RunOptions:
+    warehouse: str
+    protocol: Protocol
+    until_caught_up: bool = False
+    on_error: Literal["stop", "skip"] = "stop"
+    on_ddl_error: Literal["stop", "skip"] = "stop"
+    decode: DecodeOptions = field(default_factory=DecodeOptions)
+    start: Mapping[TP, int] | Literal["earliest"] | None = None  # None: stored state (or earliest)
+    max_buffer_rows: int = 200_000
+    flush_interval_s: float = 2.0
+    wait_for_lock: bool = False
+    progress: bool | None = None  # None: a live display when stderr is a terminal
+    table_features: Profile = DEFAULT_PROFILE  # what new tables get (replicator/delta/features.py)
+    apply_parallelism: int = DEFAULT_APPLY_PARALLELISM  # MERGEs of one step run at once (engine/schedule.py)
+    reader: Reader = "driver"  # where records are read and decoded (engine/batch.py for "spark")
+    lease_seconds: float = DEFAULT_LEASE_SECONDS  # the writer lease's term (storage/lease.py)
+    # RENAME / DROP COLUMN and type changes: rewrite or metadata-only, by size (delta/schemachange.py)
+    schema_change: SchemaChange = DEFAULT_SCHEMA_CHANGE
+    rewrite_limit: int = DEFAULT_REWRITE_LIMIT
+    metrics_port: int | None = None  # serve Prometheus metrics here while running (replicator/metrics.py)
+    metrics_host: str = "127.0.0.1"
+    metrics_textfile: str | None = None  # write them here at exit (node_exporter's textfile collector)
+    metrics_max_tables: int = DEFAULT_MAX_TABLES  # tables labelled individually, the rest as `_other`
+    table_filter: TableFilter = field(default_factory=TableFilter)  # --include / --exclude (filters.py)
+    # where TiCDC's claim-check files are (large messages; sources/claimcheck.py); the compression
+    # of message values is `decode.compression`
+    claim_check_storage: str | None = None
+    # register the tables by name in this metastore (delta/catalog.py); None: the one the warehouse
+    # records, if any
+    catalog: CatalogConfig | None = None
