@@ -52,6 +52,7 @@ def _run_cli(bootstrap: str, topic: str, wh: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
 
+@pytest.mark.soak  # CI time: `make soak`; in CI tests/reliability/test_kills.py kills at random and named instants
 def test_sigkill_at_random_instants_then_rerun(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     kills = int(os.environ.get("REPLICATOR_KILLS", "4"))
     stream = generate(seed=5, n_txn=700, n_partitions=3, n_tables=3, truncate_prob=0.0)

@@ -69,6 +69,7 @@ def test_replicator_runs_on_the_cluster(cluster: ClusterHandle, kafka_bootstrap:
     assert any((cluster.state_dir / f"work-{i}").glob("app-*/*/stderr") for i in range(2))
 
 
+@pytest.mark.soak  # CI time: `make soak` (the cluster, and the Spark reader on local executors, each run in CI)
 def test_spark_reader_on_the_cluster_equals_the_driver_reader(cluster: ClusterHandle, kafka_bootstrap: str,
                                                               spark: Any, tmp_path: Path) -> None:
     """`--reader spark` with the records read and decoded by the workers' executors: the same

@@ -46,7 +46,7 @@ def _dead(spark: Any, wh: Path) -> list[tuple[Any, ...]]:
             for d in read_dead_letters(spark, Warehouse(wh))]
 
 
-@pytest.mark.parametrize("protocol", ["open", "craft"])
+@pytest.mark.parametrize("protocol", [pytest.param("open", marks=pytest.mark.soak), "craft"])  # open: `make soak`
 def test_spark_reader_equals_driver_reader(kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str) -> None:
     sim, msgs = _sim(protocol, seed=31 if protocol == "open" else 32)
     topic = new_topic(kafka_bootstrap, 3)
@@ -70,7 +70,7 @@ def _with_garbage(msgs: list[tuple[int, bytes | None, bytes]], protocol: str) ->
     return [*msgs[:at], (0, key, GARBAGE), *msgs[at:]]
 
 
-@pytest.mark.parametrize("protocol", ["open", "craft"])
+@pytest.mark.parametrize("protocol", [pytest.param("open", marks=pytest.mark.soak), "craft"])  # open: `make soak`
 def test_a_bad_message_under_stop_then_skip(kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str) -> None:
     sim = Simulation(SimConfig(protocol=protocol, seed=41, events=900, partitions=1, tables=3,  # type: ignore[arg-type]
                                ddl="auto"))

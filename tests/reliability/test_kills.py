@@ -98,7 +98,7 @@ def _tables_ahead_of_progress(spark: Any, wh: Path) -> int:
 
 
 def test_sigkill_at_random_instants_of_a_ddl_stream(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
-    kills = size(2, 24)  # CI: tests/integration/test_engine_random.py kills at random instants too
+    kills = size(3, 24)  # CI: three (tests/integration/test_engine_random.py kills four more in `make soak`)
     sim, msgs = _simulated("open", seed=31, events=size(400, 9000))
     topic = new_topic(kafka_bootstrap, 3, prefix="rel-kills")
     produce(kafka_bootstrap, topic, msgs)
@@ -182,6 +182,8 @@ def test_crash_inside_create_table_leaves_no_phantom_table(kafka_bootstrap: str,
     assert_model_state(spark, wh.root, stream.expected, "after crashes inside CREATE TABLE")
 
 
+@pytest.mark.soak  # CI time (about 5 min): `make soak`; in CI the kills run with the driver reader and
+# test_spark_reader.py switches readers mid-stream
 def test_sigkill_at_random_instants_with_the_spark_reader(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     """`--reader spark`: a run killed at random instants (decoding on the executors, a MERGE from a
     distributed change set, between tables, between data and progress) and started again reads
