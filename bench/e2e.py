@@ -67,12 +67,13 @@ def run_replicator(bootstrap: str, topic: str, protocol: str, warehouse: Path | 
 def consume_rate(bootstrap: str, topic: str, protocol: str, decode: bool) -> dict[str, Any]:
     """Read the whole topic (and decode every record) as the engine does, without applying."""
     from replicator.codec import codec_for
+    from replicator.codec.state import CodecState
     from replicator.codec.values import DecodeOptions
     from replicator.events import Position
     from replicator.sources.kafka import KafkaSettings, KafkaSource
 
     codec = codec_for(protocol)
-    opts = DecodeOptions()
+    opts = DecodeOptions(state=CodecState())  # Simple's schemas, from the BOOTSTRAP / DDL messages read
     source = KafkaSource(KafkaSettings(bootstrap, topic, group_id=f"bench-{uuid.uuid4().hex[:8]}"))
     records = events = rows = nbytes = 0
     t0, cpu0 = time.perf_counter(), time.process_time()

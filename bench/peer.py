@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from bench.common import BenchConfig, log
 from bench.procs import run_sampled
+from replicator.codec import PROTOCOLS
+from replicator.codec.state import CodecState
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,6 +76,9 @@ class PeerJob:
     ddl_ignored: int = 0
     resolved_ignored: int = 0
     batches: list[dict[str, Any]] = field(default_factory=list)
+    # Simple types its rows by the schemas of earlier BOOTSTRAP / DDL messages: kept across batches,
+    # as a user's job would (in memory only: a restarted query re-reads its BOOTSTRAP messages).
+    codec_state: CodecState = field(default_factory=CodecState)
 
     # -- tables -----------------------------------------------------------------------------------
     def _create(self, spec: TableSpec) -> _Table:
@@ -111,7 +116,7 @@ class PeerJob:
         arrow = batch.select("topic", "partition", "offset", "key", "value").toArrow()
         read = time.perf_counter()
         created = 0.0  # seconds spent creating tables (inside the decode loop, as they appear)
-        codec, opts = codec_for(self.protocol), DecodeOptions()
+        codec, opts = codec_for(self.protocol), DecodeOptions(state=self.codec_state)
         # Per table, per key: (order, is delete, image) of the change with the highest commit ts.
         latest: dict[tuple[str, str], dict[tuple[Any, ...], tuple[tuple[int, int, int, int], bool, dict[str, Any]]]]
         latest = {}
@@ -316,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.peer", description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--bootstrap-servers", required=True)
     p.add_argument("--topic", required=True)
-    p.add_argument("--protocol", choices=("open", "craft"), required=True)
+    p.add_argument("--protocol", choices=PROTOCOLS, required=True)
     p.add_argument("--out", type=Path, required=True, help="tables and the streaming checkpoint go here")
     p.add_argument("--max-offsets-per-trigger", type=int, default=None, help="Kafka records per micro-batch")
     a = p.parse_args(argv)
