@@ -71,7 +71,6 @@ class InProcessFollower:
                 "driver_peak_rss": 0, "jvm_peak_rss": 0}
 
 
-@pytest.mark.soak  # CI time (3-4 min): `make soak`; `make bench` runs these sections for real
 def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_server: S3Server, tmp_path: Path) -> None:
     cfg = bench.BenchConfig(events=200, tables=2, partitions=2, protocols=("craft",),
                             sections=("codec", "e2e", "peer", "tables", "follower", "scale"),
