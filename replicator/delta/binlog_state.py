@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from replicator.delta.typemap import quote_ident
+from replicator.delta.warehouse import read_state_file
 from replicator.errors import StateError
 from replicator.storage import Location, as_location
 
@@ -92,16 +93,7 @@ class BinlogState(BaseModel):
 
 
 def load_state(path: Location | str | os.PathLike[str]) -> BinlogState:
-    where = as_location(path)
-    data = where.io.read(where.path)
-    if data is None:
-        return BinlogState()
-    try:
-        state = BinlogState.model_validate_json(data)
-    except ValueError as exc:
-        raise StateError(f"{path} is unreadable: {exc}") from None
-    if state.format != STATE_FORMAT:
-        raise StateError(f"{path} has format {state.format}; this replicator reads {STATE_FORMAT}")
+    state = read_state_file(as_location(path), BinlogState, STATE_FORMAT) or BinlogState()
     if state.current is not None and state.current.seq <= (state.applied.seq if state.applied else 0):
         raise StateError(f"{path}: the in-flight transaction is at or before the applied one")
     return state

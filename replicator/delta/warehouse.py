@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -46,6 +46,23 @@ from replicator.storage.lease import DEFAULT_LEASE_SECONDS, Lease
 from replicator.storage.steplog import StepLog
 
 STATE_FORMAT = 1
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def read_state_file(where: Location, model: type[_Model], fmt: int) -> _Model | None:
+    """A JSON state file of the warehouse (state.json, binlog.json) validated, or None when it is
+    absent: one reader, so each refuses an unreadable file or another format in the same words."""
+    data = where.io.read(where.path)
+    if data is None:
+        return None
+    try:
+        state = model.model_validate_json(data)
+    except ValueError as exc:
+        raise StateError(f"{where} is unreadable: {exc}") from None
+    found = getattr(state, "format", None)
+    if found != fmt:
+        raise StateError(f"{where} has format {found}; this replicator reads {fmt}")
+    return state
 
 
 class PartitionState(BaseModel):
@@ -242,16 +259,7 @@ class Warehouse:
 
     # -- state ---------------------------------------------------------------------------------
     def load_state(self) -> State:
-        data = self.io.read(self.state_path.path)
-        if data is None:
-            return State()
-        try:
-            state = State.model_validate_json(data)
-        except ValueError as exc:
-            raise StateError(f"{self.state_path} is unreadable: {exc}") from None
-        if state.format != STATE_FORMAT:
-            raise StateError(f"{self.state_path} has format {state.format}; this replicator reads {STATE_FORMAT}")
-        return state
+        return read_state_file(self.state_path, State, STATE_FORMAT) or State()
 
     def save_state(self, state: State) -> None:
         """Atomic, durable replace: a crash leaves the old or the new state; fenced by the lease."""

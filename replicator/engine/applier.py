@@ -6,7 +6,6 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from replicator.delta.typemap import spec_from_row
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from replicator.delta.catalog import CatalogConfig, CatalogSync
-    from replicator.delta.ddl import DdlApplier
     from replicator.delta.merge import DeltaApplier, MergeResult
     from replicator.sources.spark_reader import SparkBatch
 
@@ -68,14 +66,6 @@ class WarehouseApplier:
     @property
     def delta(self) -> DeltaApplier:
         return self.edge.delta
-
-    @property
-    def ddl(self) -> DdlApplier:
-        return self.edge.ddl
-
-    @property
-    def executor(self) -> Executor:
-        return self.edge.executor
 
     def warm_up(self) -> None:
         self.edge.warm_up()
@@ -212,7 +202,8 @@ class WarehouseApplier:
                                                        prev["deletes"] + res.deletes)
             versions[uid] = version
 
-        run_plan(plan, prepare=prepare, run=self.merger.merge, apply_ddl=apply_ddl, done=done, executor=self.executor)
+        run_plan(plan, prepare=prepare, run=self.merger.merge, apply_ddl=apply_ddl, done=done,
+                 executor=self.edge.executor)
         for uid, version in versions.items():
             entry = state.tables.get(uid)
             if uid not in record["tables"] and entry is not None and entry.status == "live":
