@@ -139,7 +139,8 @@ class Record:
 
 
 def where(rec: Record) -> str:
-    return f"topic {rec.topic!r} partition {rec.partition} offset {rec.offset}"
+    """The record's place, in the words of `Position` (errors and logs name it the same way)."""
+    return str(Position(rec.topic, rec.partition, rec.offset))
 
 
 @dataclass(frozen=True, slots=True)

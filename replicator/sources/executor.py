@@ -27,7 +27,7 @@ from replicator.codec.large import HANDLE_KEY_ONLY_REMEDY
 from replicator.codec.values import DecodeOptions, InvalidText
 from replicator.delta.typemap import TableSpec, converter_for
 from replicator.errors import ClaimCheckError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
-from replicator.events import Column, DdlEvent, Op, Position, Record, Resolved, RowChange, where
+from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
 from replicator.filters import TableFilter
 
 ROW, RESOLVED, DDL, DEAD, STATS = 0, 1, 2, 3, 4
@@ -154,7 +154,7 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
                 reason = f"{type(exc).__name__}: {exc}"  # what the dead-letter table says, as the driver reader
                 failure = exc if isinstance(exc, DecodeError) else DecodeError(str(exc))
                 if failure.position is None:  # what a run stopped by it says, as the driver reader
-                    failure.at(where(Record(topic, p, o, millis, key, value)))
+                    failure.at(str(Position(topic, p, o)))
                 out.add(p, o, 0, DEAD, 0, before, KEEP, None, None,
                         pickle.dumps((millis, key, value, reason, str(failure))))
                 continue
