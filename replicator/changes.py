@@ -15,7 +15,7 @@ from typing import Any
 from replicator.errors import SchemaError
 from replicator.events import Column, Op, RowChange, Value
 
-__all__ = ["Change", "collapse", "key_of"]
+__all__ = ["Change", "all_fresh", "collapse", "key_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,9 @@ class Change:
     key: tuple[Any, ...]
     delete: bool
     image: dict[str, Value] | None
+    # The key's first change in the rows collapsed was a trusted INSERT: the key was absent before
+    # them, so its net effect needs no lookup of the table (an append, or nothing for a delete).
+    fresh: bool = False
 
 
 def _missing_key(row: RowChange, name: str) -> SchemaError:
@@ -42,21 +45,25 @@ def key_of(image: Sequence[Column], key: Sequence[str], row: RowChange) -> tuple
         raise _missing_key(row, exc.args[0]) from None
 
 
-def collapse(rows: Sequence[RowChange], key: Sequence[str]) -> list[Change]:
+def collapse(rows: Sequence[RowChange], key: Sequence[str], *, trust_inserts: bool = False) -> list[Change]:
     """Net change per key of rows given in (commit ts, arrival) order.
 
     An update whose key changed deletes the old key. Later changes win: a replayed older version
     that arrived later sorts before the newer one by commit ts, so it never overwrites it.
+    With `trust_inserts` (the rows' INSERTs are known to be inserts, not updates without a
+    pre-image), a change whose key's first change was an INSERT is marked `fresh`.
     Hot path (every row of a step): each image becomes a dict once, reused for its key.
     """
     net: dict[tuple[Any, ...], Change] = {}
+    first: dict[tuple[Any, ...], bool] = {}  # per key: was its first change a trusted INSERT
     key = tuple(key)
     for row in rows:
         op = row.op
         if op is Op.DELETE:
             image = row.old_columns or row.columns
             k = key_of(image, key, row)
-            net[k] = Change(k, True, None)
+            fresh = first.setdefault(k, False)
+            net[k] = Change(k, True, None, fresh)
             continue
         values: dict[str, Value] = {c.name: c.value for c in row.columns}
         try:
@@ -68,7 +75,14 @@ def collapse(rows: Sequence[RowChange], key: Sequence[str]) -> list[Change]:
             if all(k in old for k in key):
                 old_key = tuple([old[k] for k in key])
                 if old_key != new_key:
-                    net[old_key] = Change(old_key, True, None)
+                    net[old_key] = Change(old_key, True, None, first.setdefault(old_key, False))
+        fresh = first.setdefault(new_key, trust_inserts and op is Op.INSERT)
         net.pop(new_key, None)  # re-insert so dict order follows the last change
-        net[new_key] = Change(new_key, False, values)
+        net[new_key] = Change(new_key, False, values, fresh)
     return list(net.values())
+
+
+def all_fresh(changes: Sequence[Change]) -> bool:
+    """Every key's first change was a trusted INSERT: the changes can be appended (their upserts;
+    a fresh delete undoes its own insert) without reading the table."""
+    return all(c.fresh for c in changes)

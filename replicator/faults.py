@@ -21,9 +21,10 @@ import threading
 from collections import Counter
 
 ENV = "REPLICATOR_FAULT"
-POINTS = ("after_merge", "between_tables", "tables_in_flight", "mid_merge", "before_progress", "after_progress",
-          "mid_ddl", "after_dead_letters")
-"""after_merge: a table's MERGE committed; between_tables: ... and another table of the same step
+POINTS = ("after_merge", "after_append", "between_tables", "tables_in_flight", "mid_merge", "before_progress",
+          "after_progress", "mid_ddl", "after_dead_letters")
+"""after_merge: a table's write (MERGE or append) committed; after_append: a table's append of
+fresh inserts committed (its step's progress not); between_tables: ... and another table of the same step
 follows; tables_in_flight: a table's MERGE committed while another table's MERGE of the same step
 is still running (--apply-parallelism above 1); mid_merge: during a MERGE; before_progress: a
 step's Delta writes done, state.json not yet replaced; after_progress: state.json replaced,

@@ -85,8 +85,11 @@ METRICS: Final[dict[str, tuple[str, str, str]]] = {
     "replicator_steps_total": ("counter", "kind", "Steps applied and committed (kind: window or ddl)."),
     "replicator_step_duration_seconds": ("histogram", "kind", "Time to apply one step (MERGEs and DDLs)."),
     "replicator_delta_commits_total": ("counter", "table, kind",
-                                       "Delta commits per table: merge (one per MERGE or insert that committed) "
-                                       "and ddl (one per DDL applied to the table)."),
+                                       "Delta commits per table: merge (one per data write that committed: a "
+                                       "MERGE, an insert or an append) and ddl (one per DDL applied to the table)."),
+    "replicator_delta_appends_total": ("counter", "table",
+                                       "Data commits of only fresh inserts, appended instead of merged (one Spark "
+                                       "job; also counted in delta_commits kind merge)."),
     "replicator_delta_conflict_retries_total": ("counter", "table",
                                                 "Delta statements re-run after a concurrent writer committed first."),
     "replicator_dead_letters_total": ("counter", "reason",
@@ -145,6 +148,8 @@ class Metrics:
                                       ["kind"], buckets=STEP_BUCKETS, registry=r)
         self.commits = Counter(_suffix_free("replicator_delta_commits_total"), m["replicator_delta_commits_total"],
                                ["table", "kind"], registry=r)
+        self.appends = Counter(_suffix_free("replicator_delta_appends_total"), m["replicator_delta_appends_total"],
+                               ["table"], registry=r)
         self.conflicts = Counter(_suffix_free("replicator_delta_conflict_retries_total"),
                                  m["replicator_delta_conflict_retries_total"], ["table"], registry=r)
         self.dead_letters = Counter(_suffix_free("replicator_dead_letters_total"), m["replicator_dead_letters_total"],
@@ -210,7 +215,8 @@ class Metrics:
         for (topic, partition), lag in lags.items():
             self.kafka_lag.labels(topic, str(partition)).set(lag)
 
-    def merged(self, table: str, *, inserted: int, updated: int, deleted: int, committed: bool) -> None:
+    def merged(self, table: str, *, inserted: int, updated: int, deleted: int, committed: bool,
+               appended: bool = False) -> None:
         label = self.table_label(table)
         for op, n in (("insert", inserted), ("update", updated), ("delete", deleted)):
             counter = self.rows.labels(label, op)  # every op present from the first MERGE on
@@ -218,6 +224,8 @@ class Metrics:
                 counter.inc(n)
         if committed:
             self.commits.labels(label, "merge").inc()
+            if appended:
+                self.appends.labels(label).inc()
 
     def ddl(self, code: int, name: str, tables: list[str], *, applied: bool) -> None:
         (self.ddl_applied if applied else self.ddl_skipped).labels(str(code), name).inc()

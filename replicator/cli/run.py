@@ -44,6 +44,12 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help=f"undecodable message: dead-letter and stop or skip (default {d['on_error']})")
     p.add_argument("--on-ddl-error", choices=["stop", "skip"],
                    help=f"unmappable DDL: stop or dead-letter and skip (default {d['on_ddl_error']})")
+    p.add_argument("--fresh-inserts", choices=["auto", "append", "merge"],
+                   help="a table whose step holds only new keys: append its rows (one Spark job) instead of a "
+                        "MERGE; auto: when the stream tells inserts from updates (canal-json, Simple; Open "
+                        "Protocol and Craft once an update with old values was seen); append: also trust Open "
+                        "Protocol / Craft inserts (old values on); merge: never "
+                        f"(default {d['fresh_inserts']})")
     p.add_argument("--table-features", choices=PROFILES,
                    help="Delta features of new tables: compatible (readable by deltalake and polars; a DDL that "
                         f"needs more rewrites the table) or fast (everything up front) (default {d['table_features']})")
@@ -145,6 +151,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         until_caught_up=s.until_caught_up,
         on_error=s.on_error,
         on_ddl_error=s.on_ddl_error,
+        fresh_inserts=s.fresh_inserts,
         table_features=s.table_features,
         schema_change=s.schema_change,
         rewrite_limit=s.rewrite_limit,

@@ -196,6 +196,7 @@ class ReplicatorSettings(BaseSettings):
     until_caught_up: StrictBool = False
     on_error: Literal["stop", "skip"] = "stop"
     on_ddl_error: Literal["stop", "skip"] = "stop"
+    fresh_inserts: Literal["auto", "append", "merge"] = "auto"
     table_features: Profile = DEFAULT_PROFILE
     schema_change: SchemaChange = DEFAULT_SCHEMA_CHANGE
     rewrite_limit: Annotated[int, BeforeValidator(_size)] = DEFAULT_REWRITE_LIMIT

@@ -3,9 +3,13 @@
 Every Delta write of the replicator (the engine's MERGE and DDL, the binlog applier, dead letters)
 runs through `DeltaEdge`:
 
-* `idempotent()` sets Delta's idempotent-write confs (`txnAppId`, `txnVersion`) and the commit's
-  `userMetadata` for the statements run inside it, and always unsets them. Delta then skips a
-  write whose (appId, version) it has already committed, atomically with the data.
+* `committing()` sets the commit's `userMetadata` (the step and the upstream commit ts it brings
+  the table to) and a statement's own confs, and always restores them; `last_applied_ts()` reads
+  that ts back from the table's newest commits, which is how a run settles a step a crashed run
+  left in doubt (docs/exactly-once.md). `idempotent()` adds Delta's own idempotent-write confs
+  (`txnAppId`, `txnVersion`) for writers that keep them (the binlog applier).
+* Every write statement is counted by kind (append, MERGE, DDL) with its Spark jobs, read from
+  Spark's status tracker by a job group of its own, and its seconds (`CommitCounts`).
 * `sql_retrying()` re-runs a statement that Delta rejected because a concurrent writer (a user's
   OPTIMIZE / VACUUM / ALTER) committed first: nothing of the rejected statement committed, so
   re-running it is safe. Jittered exponential backoff, about a minute in all.
@@ -17,11 +21,15 @@ The replicator's own state files go through the warehouse's store (`replicator.s
 
 from __future__ import annotations
 
+import json
 import logging
 import random
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from replicator.errors import StorageError
@@ -36,6 +44,48 @@ T = TypeVar("T")
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+COMMIT_KINDS = ("append", "merge", "ddl")
+_DDL_WORDS = frozenset({"ALTER", "CREATE", "DROP", "TRUNCATE", "DELETE", "UPDATE", "RESTORE", "REPLACE", "REORG",
+                        "OPTIMIZE", "VACUUM"})
+
+
+def statement_kind(statement: str) -> str | None:
+    """What a statement writes, by its first word: "merge", "append" (INSERT), "ddl"; None for a
+    read (SELECT, DESCRIBE, SHOW), which is not counted."""
+    word = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
+    if word == "MERGE":
+        return "merge"
+    if word == "INSERT":
+        return "append"
+    return "ddl" if word in _DDL_WORDS else None
+
+
+@dataclass
+class KindCounts:
+    count: int = 0
+    jobs: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class CommitCounts:
+    """Write statements run, by kind, with the Spark jobs they ran (in the statement's own thread)
+    and their seconds: what a step pays Delta, shown by the run summary and `make bench`."""
+
+    kinds: dict[str, KindCounts] = field(default_factory=lambda: {k: KindCounts() for k in COMMIT_KINDS})
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, kind: str, jobs: int, seconds: float) -> None:
+        with self.lock:
+            c = self.kinds.setdefault(kind, KindCounts())
+            c.count += 1
+            c.jobs += jobs
+            c.seconds += seconds
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        return {k: {"count": c.count, "jobs": c.jobs, "seconds": round(c.seconds, 3)} for k, c in self.kinds.items()}
+
 
 _CONFLICT_MARKERS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
                      "ConcurrentDeleteDeleteException", "MetadataChangedException",
@@ -64,6 +114,7 @@ class DeltaEdge:
         self._retries = [0]  # shared with the edges `for_session` derives: one count per run
         # Told of every conflict retry (the run's metrics count them per table); shared likewise.
         self.on_conflict: Callable[[], None] = _no_fence
+        self.commits = CommitCounts()  # shared likewise
 
     @property
     def conflict_retries(self) -> int:
@@ -76,12 +127,18 @@ class DeltaEdge:
         self.max_retries = other.max_retries
         self.fence = other.fence
         self.on_conflict = other.on_conflict
+        self.commits = other.commits
 
     # -- statements ------------------------------------------------------------------------------
-    def sql(self, statement: str) -> list[Any]:
+    def sql(self, statement: str, kind: str | None = None) -> list[Any]:
+        """Run one statement; a write is counted under `kind` (default: by its first word)."""
         self.fence()
+        kind = kind or statement_kind(statement)
         try:
-            return self.spark.sql(statement).collect()
+            if kind is None:
+                return self.spark.sql(statement).collect()
+            with self._counted(kind):
+                return self.spark.sql(statement).collect()
         except Exception as exc:
             error = as_storage_error(exc)
             if error is None:
@@ -100,10 +157,29 @@ class DeltaEdge:
                 attempt += 1
                 self.conflict_backoff(attempt, what, exc)
 
-    def sql_retrying(self, statement: str, what: str) -> list[Any]:
+    def sql_retrying(self, statement: str, what: str, kind: str | None = None) -> list[Any]:
         """Run a statement, re-running it when a concurrent writer's commit made Delta reject it
         (a concurrent OPTIMIZE / VACUUM / user write: nothing of ours committed, so it is safe)."""
-        return self.retrying(lambda: self.sql(statement), what)
+        return self.retrying(lambda: self.sql(statement, kind), what)
+
+    @contextmanager
+    def _counted(self, kind: str) -> Iterator[None]:
+        """Count the Spark jobs this thread runs inside (a job group of their own) and the time."""
+        sc = getattr(self.spark, "sparkContext", None)  # None: a session stand-in (unit tests) counts no jobs
+        group = f"replicator-{kind}-{uuid.uuid4().hex[:12]}"
+        previous = sc.getLocalProperty("spark.jobGroup.id") if sc is not None else None
+        if sc is not None:
+            sc.setLocalProperty("spark.jobGroup.id", group)
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            seconds = time.monotonic() - started
+            jobs = 0
+            if sc is not None:
+                sc.setLocalProperty("spark.jobGroup.id", previous)  # None unsets it
+                jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+            self.commits.add(kind, jobs, seconds)
 
     def conflict_backoff(self, attempt: int, what: str, exc: BaseException) -> None:
         """Count, log and sleep before re-running a statement a concurrent Delta commit rejected."""
@@ -131,6 +207,27 @@ class DeltaEdge:
         extra = dict(extra_conf or {})
         previous = {k: conf.get(k, None) for k in extra}
         confs = {TXN_APP_ID: app_id, TXN_VERSION: str(version), USER_METADATA: metadata, **extra}
+        try:
+            for k, v in confs.items():
+                conf.set(k, v)
+            yield
+        finally:
+            for k in confs:
+                old = previous.get(k)
+                if old is None:
+                    conf.unset(k)
+                else:
+                    conf.set(k, old)
+
+    @contextmanager
+    def committing(self, metadata: str, extra_conf: Mapping[str, str] | None = None) -> Iterator[None]:
+        """Writes inside commit with `metadata` as their userMetadata, under `extra_conf` (a
+        statement's own settings); on the way out each key gets back the session's own value
+        (see `idempotent`). No txnAppId: appending with one makes Delta rebuild the table's state
+        (3 more Spark jobs) to look it up; `last_applied_ts` settles a re-run instead."""
+        conf = self.spark.conf
+        confs = {USER_METADATA: metadata, **(extra_conf or {})}
+        previous = {k: conf.get(k, None) for k in confs}
         try:
             for k, v in confs.items():
                 conf.set(k, v)
@@ -187,6 +284,24 @@ class DeltaEdge:
         checksum = delta_log.unsafeVolatileSnapshot().checksumOpt()
         return int(checksum.get().tableSizeBytes()) if checksum.isDefined() else None
 
+    def last_applied_ts(self, path: str, read: Callable[[str], bytes | None]) -> int:
+        """The upstream commit ts the table's newest replicator data commit brought it to (its
+        userMetadata's `applied_ts`), or -1 when none of its retained commits is one.
+
+        Read from the commit files themselves, newest first (`read` fetches one from the store),
+        past other writers' commits (a user's OPTIMIZE) and the replicator's DDL commits; the
+        version comes from Delta's own log listing, so neither costs a Spark job."""
+        version = self.table_version(path)
+        base = path.rstrip("/") + "/_delta_log/"
+        for v in range(version, -1, -1):
+            data = read(f"{base}{v:020d}.json")
+            if data is None:  # cleaned up past the retention: older commits are gone too
+                return -1
+            ts = _applied_ts(data)
+            if ts is not None:
+                return ts
+        return -1
+
     def txn_version(self, path: str, app_id: str) -> int:
         """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
         opt = self.snapshot(path).transactions().get(app_id)
@@ -230,6 +345,23 @@ def as_storage_error(exc: BaseException) -> StorageError | None:
         return None
     return StorageError(f"a Delta statement failed on the warehouse's store: {failure}; nothing of it was "
                         "committed and nothing is lost: run again once the store is reachable")
+
+
+def _applied_ts(commit: bytes) -> int | None:
+    """`applied_ts` of a commit file's replicator userMetadata when it is a data commit (kind
+    "window"), else None."""
+    for line in commit.splitlines():
+        if b'"commitInfo"' not in line:
+            continue
+        try:
+            meta = json.loads(json.loads(line)["commitInfo"].get("userMetadata") or "null")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        rep = meta.get("replicator") if isinstance(meta, dict) else None
+        if isinstance(rep, dict) and rep.get("kind") == "window" and type(rep.get("applied_ts")) is int:
+            return int(rep["applied_ts"])
+        return None
+    return None
 
 
 def _no_fence() -> None:

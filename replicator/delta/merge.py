@@ -1,9 +1,15 @@
-"""Apply collapsed changes to Delta: one idempotent MERGE per table per step.
+"""Apply collapsed changes to Delta: per table per step one append (fresh inserts) or one MERGE.
 
-Idempotence: each MERGE runs with Delta's txnAppId = "replicator/<table uid>" and txnVersion =
-the step's upper commit ts; Delta skips a MERGE whose version it has already committed for that
-appId (`hasBeenExecuted`), inside the same optimistic transaction as the data. A step re-applied
-after a crash therefore changes nothing in tables it already reached.
+Idempotence: every data commit carries in its userMetadata the upstream commit ts it brings the
+table to (`applied_ts`, the step's upper bound or the DDL its rows precede). A write at or below
+the table's last such ts is skipped (`applied_ts()`: remembered per table once read back from the
+newest commit files, which costs no Spark job). So a step re-applied after a crash changes nothing
+in tables it already reached. Delta's own txnAppId / txnVersion are not used: with them an append
+rebuilds the table's state to look its transactions up (4 Spark jobs instead of 1).
+
+Fresh inserts: when every key's first change in the changes is a trusted INSERT (`Change.fresh`:
+the key was absent from the table), the table needs no lookup: the upserts are appended with one
+`INSERT INTO` (one Spark job) and the deletes, which undo their own inserts, dropped.
 
 The MERGE source is an Arrow table whose columns are positional (`_c0`, `_c1`, ... and `_op`),
 so upstream names never appear on the source side; target names are always backtick-quoted.
@@ -16,19 +22,21 @@ Tables under KEY_RANGE_MIN_TABLE_BYTES get no such conjuncts: there they cost mo
 
 Empty tables: into a table without data files (a new table's first window, or after a TRUNCATE)
 the change set is applied as `INSERT INTO ... SELECT <upserts>` instead: with no row to match, the
-MERGE would do exactly that, at five Spark jobs instead of one. Same txnAppId / txnVersion, so a
-re-run skips it the same way; change-data readers see the same inserts.
+MERGE would do exactly that, at five Spark jobs instead of one; change-data readers see the same
+inserts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from replicator.changes import Change
+from replicator.changes import Change, all_fresh
 from replicator.delta.edge import DeltaEdge
 from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
@@ -219,6 +227,11 @@ class MergeResult:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
+    # how it was written: "append" (fresh inserts), "merge", "insert" (into an empty table), "none"
+    # (nothing to write: skipped, or only inserts deleted again)
+    kind: str = "merge"
+    # a change was an UPDATE with its pre-image: the stream tells inserts from updates
+    pre_images: bool = False
 
 
 class DeltaApplier(DeltaEdge):
@@ -248,6 +261,11 @@ class DeltaApplier(DeltaEdge):
         # Into a table without data files, insert instead of MERGE (see `merge`); tests and
         # `make bench` turn it off to compare.
         self.insert_into_empty = True
+        # Changes that are all fresh inserts are appended (module doc); `make bench` compares.
+        self.append_fresh = True
+        # Per (path, table uid): the upstream commit ts the table holds, as written or read back
+        # from its log (`applied_ts`); shared with the appliers `for_session` derives.
+        self._applied: dict[tuple[str, str], int] = {}
 
     def for_session(self, spark: SparkSession) -> DeltaApplier:
         """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
@@ -259,6 +277,8 @@ class DeltaApplier(DeltaEdge):
         other.key_range_min_bytes = self.key_range_min_bytes
         other.small_merge_conf = dict(self.small_merge_conf)
         other.insert_into_empty = self.insert_into_empty
+        other.append_fresh = self.append_fresh
+        other._applied = self._applied
         other.share_counts(self)
         return other
 
@@ -347,56 +367,126 @@ class DeltaApplier(DeltaEdge):
             return int(snap.version())
         return None
 
+    def applied_ts(self, path: str, uid: str) -> int:
+        """The upstream commit ts the table already holds (-1: none): remembered from this run's
+        writes, else read back once from the table's newest commits (module doc)."""
+        key = (path, uid)
+        ts = self._applied.get(key)
+        if ts is None:
+            ts = self.last_applied_ts(path, fileio_for(path).read)
+            self._applied.setdefault(key, ts)
+        return ts
+
+    def _skip(self, path: str, uid: str, version: int) -> bool:
+        return version <= self.applied_ts(path, uid)
+
+    def _done(self, path: str, uid: str, version: int) -> None:
+        key = (path, uid)
+        self._applied[key] = max(version, self._applied.get(key, -1))
+
     def merge(
         self, path: str, uid: str, spec: TableSpec, changes: Sequence[Change], version: int,
         metadata: dict[str, Any],
     ) -> MergeResult:
-        """One idempotent MERGE of `changes` (already collapsed: one change per key)."""
+        """One idempotent write of `changes` (already collapsed: one change per key) that brings
+        the table to upstream commit ts `version`: an append when they are all fresh inserts,
+        else a MERGE."""
         self._check_key(spec)
-        source = self.source_table(spec, changes)
         deletes = sum(1 for c in changes if c.delete)
+        if self._skip(path, uid, version):
+            return MergeResult(len(changes), len(changes) - deletes, deletes, self.cached_version(path), True,
+                               kind="none")
+        if self.append_fresh and all_fresh(changes):
+            fresh = [c for c in changes if not c.delete]
+            if not fresh:  # every key inserted and deleted again: nothing to write
+                self._done(path, uid, version)
+                return MergeResult(len(changes), 0, deletes, self.cached_version(path), False, kind="none")
+            res = self._append_view(path, spec, self.source_table(spec, fresh), version, metadata)
+            self._done(path, uid, version)
+            return dataclasses.replace(res, rows=len(changes), deletes=deletes)
+        source = self.source_table(spec, changes)
         view = f"replicator_src_{uuid.uuid4().hex[:12]}"
         self.spark.createDataFrame(source).createOrReplaceTempView(view)
         try:
-            return self._merge_view(path, spec, quote_ident(view), len(changes), deletes,
-                                    lambda: key_range_predicate(spec, source), version, metadata, self.app_id(uid))
+            res = self._merge_view(path, spec, quote_ident(view), len(changes), deletes,
+                                   lambda: key_range_predicate(spec, source), version, metadata)
+        finally:
+            self.spark.catalog.dropTempView(view)
+        self._done(path, uid, version)
+        return res
+
+    def _append_view(self, path: str, spec: TableSpec, source: pa.Table, version: int,
+                     metadata: dict[str, Any]) -> MergeResult:
+        """Append the upserts of `source` (fresh inserts, no deletes) with one INSERT."""
+        view = f"replicator_src_{uuid.uuid4().hex[:12]}"
+        self.spark.createDataFrame(source).createOrReplaceTempView(view)
+        try:
+            return self._append_ref(path, spec, quote_ident(view), source.num_rows, version, metadata)
         finally:
             self.spark.catalog.dropTempView(view)
 
-    def merge_frame(self, path: str, uid: str, spec: TableSpec, frame: DataFrame, version: int,
+    def _append_ref(self, path: str, spec: TableSpec, source_ref: str, rows: int, version: int,
                     metadata: dict[str, Any]) -> MergeResult:
-        """One idempotent MERGE from a distributed source of the positional shape (`_c<i>`, `_op`;
-        one change per key), as `--reader spark` builds it on the executors. The source is
-        persisted for the MERGE's scans and counted first (one job: changes, deletes, key range);
-        an empty source commits nothing. It may belong to another session (the reader's): it is
-        reached through a global temp view."""
+        with self._writing(path, spec), self.committing(json.dumps(metadata, sort_keys=True)):
+            self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"append to {path}", "append")
+        return MergeResult(rows, rows, 0, self.cached_version(path), False, rows, kind="append")
+
+    def merge_frame(self, path: str, uid: str, spec: TableSpec, frame: DataFrame, version: int,
+                    metadata: dict[str, Any], *, trust_inserts: bool | None = False) -> MergeResult:
+        """One idempotent write from a distributed source of the positional shape (`_c<i>`, `_op`,
+        and optionally `_fresh` and `_pre`; one change per key), as `--reader spark` builds it on
+        the executors. The source is persisted for the write's scans and counted first (one job:
+        changes, deletes, key range, whether all are fresh inserts); an empty source commits
+        nothing. Its inserts count as inserts when `trust_inserts` or when one of its changes was
+        an update with a pre-image (the result's `pre_images`); never when `trust_inserts` is None.
+        It may belong to another session (the reader's): it is reached through a global temp view."""
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         from replicator.delta.spark import executor_errors
 
         self._check_key(spec)
+        if self._skip(path, uid, version):
+            return MergeResult(0, 0, 0, self.cached_version(path), True, kind="none")
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             keys = [i for i, c in enumerate(spec.columns) if c.name in spec.key]
             aggs = [F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("_op"), F.lit(0)).alias("d")]
+            has_fresh = "_fresh" in frame.columns and "_pre" in frame.columns
+            if has_fresh:
+                aggs += [F.coalesce(F.min("_fresh"), F.lit(1)).alias("f"),
+                         F.coalesce(F.max("_pre"), F.lit(0)).alias("p")]
             for i in keys:
                 aggs += [F.min(f"_c{i}").alias(f"lo{i}"), F.max(f"_c{i}").alias(f"hi{i}")]
             started = time.monotonic()
             with executor_errors(f"the changes of {spec.schema}.{spec.table}"):
                 stats = frame.agg(*aggs).collect()[0]
             log.debug("changes of %s.%s: %d in %.2f s", spec.schema, spec.table, stats["n"], time.monotonic() - started)
-            if not stats["n"]:
-                return MergeResult(0, 0, 0, self.cached_version(path), True)
+            n, d = int(stats["n"]), int(stats["d"])
+            if not n:
+                return MergeResult(0, 0, 0, self.cached_version(path), True, kind="none")
+            pre = has_fresh and int(stats["p"]) == 1
+            fresh = (has_fresh and self.append_fresh and trust_inserts is not None and int(stats["f"]) == 1
+                     and (trust_inserts or pre))
+            if fresh and n == d:  # every key inserted and deleted again: nothing to write
+                self._done(path, uid, version)
+                return MergeResult(n, 0, d, self.cached_version(path), False, kind="none", pre_images=pre)
             view = f"replicator_src_{uuid.uuid4().hex[:12]}"
             frame.createOrReplaceGlobalTempView(view)
+            ref = f"global_temp.{quote_ident(view)}"
             try:
-                return self._merge_view(
-                    path, spec, f"global_temp.{quote_ident(view)}", int(stats["n"]), int(stats["d"]),
-                    lambda: key_range_from(spec, lambda i: (stats[f"lo{i}"], stats[f"hi{i}"])),
-                    version, metadata, self.app_id(uid))
+                if fresh:
+                    res = dataclasses.replace(self._append_ref(path, spec, ref, n - d, version, metadata),
+                                              rows=n, deletes=d)
+                else:
+                    res = self._merge_view(
+                        path, spec, ref, n, d,
+                        lambda: key_range_from(spec, lambda i: (stats[f"lo{i}"], stats[f"hi{i}"])),
+                        version, metadata)
             finally:
                 frame.sparkSession.catalog.dropGlobalTempView(view)
+            self._done(path, uid, version)
+            return dataclasses.replace(res, pre_images=pre)
         finally:
             frame.unpersist()
 
@@ -408,8 +498,7 @@ class DeltaApplier(DeltaEdge):
             raise SchemaError(f"table {spec.schema}.{spec.table}: key column(s) {missing} are not in the table")
 
     def _merge_view(self, path: str, spec: TableSpec, source_ref: str, rows: int, deletes: int,
-                    key_range_of: Callable[[], str], version: int, metadata: dict[str, Any],
-                    app_id: str) -> MergeResult:
+                    key_range_of: Callable[[], str], version: int, metadata: dict[str, Any]) -> MergeResult:
         """The MERGE (or insert into an empty table) of a registered source of `rows` changes."""
         size = self.cached_size_bytes(path)
         # A table without data files (new, or emptied) has no row to match: the MERGE would insert
@@ -417,19 +506,24 @@ class DeltaApplier(DeltaEdge):
         # five (module doc). Checked on a fresh snapshot; the first window of every new table.
         empty_at = self.empty_version(path) if size == 0 and deletes < rows and self.insert_into_empty else None
         key_range = key_range_of() if empty_at is None and self.prunes_by_key_range(size) else ""
+        with self._writing(path, spec), \
+                self.committing(json.dumps(metadata, sort_keys=True), self.conf_for(size, rows)):
+            if empty_at is None:
+                out = self.sql_retrying(self.merge_sql(path, spec, "", key_range, source_ref=source_ref),
+                                        f"MERGE into {path}", "merge")
+                done = _merge_metrics(out[0]) if out else (0, 0, 0)
+                kind = "merge"
+            else:
+                self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"insert into {path}",
+                                  "append")
+                done, kind = (rows - deletes, 0, 0), "insert"
+        return MergeResult(rows, rows - deletes, deletes, self.cached_version(path), False, *done, kind=kind)
+
+    @contextmanager
+    def _writing(self, path: str, spec: TableSpec) -> Iterator[None]:
+        """A data write's failure that means a corrupt table says so (`is_missing_file`)."""
         try:
-            with self.idempotent(app_id, version, json.dumps(metadata, sort_keys=True), self.conf_for(size, rows)):
-                if empty_at is None:
-                    # A MERGE Delta skipped (its txnVersion already committed) returns no metrics row.
-                    out = self.sql_retrying(self.merge_sql(path, spec, "", key_range, source_ref=source_ref),
-                                            f"MERGE into {path}")
-                    skipped = not out
-                    done = _merge_metrics(out[0]) if out else (0, 0, 0)
-                else:
-                    # An INSERT returns no rows either way: skipped when it made no new version.
-                    self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"insert into {path}")
-                    skipped = self.cached_version(path) == empty_at
-                    done = (0, 0, 0) if skipped else (rows - deletes, 0, 0)
+            yield
         except Exception as exc:
             if is_missing_file(exc):
                 raise StateError(
@@ -440,4 +534,3 @@ class DeltaApplier(DeltaEdge):
                     "warehouse with `replicator replay --from-earliest`"
                 ) from None
             raise
-        return MergeResult(rows, rows - deletes, deletes, self.cached_version(path), skipped, *done)

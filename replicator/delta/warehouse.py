@@ -133,6 +133,12 @@ class State(BaseModel):
     # Upper bound of the last step with DDLs that started; above applied_ts after a crash inside
     # it, when a table's Delta schema may be ahead of this catalog (engine/pipeline.py).
     inflight_hi: int = 0
+    # The stream has shown an UPDATE with its pre-image, so its Open Protocol / Craft inserts are
+    # inserts (not updates without old values): fresh inserts may be appended (engine/merging.py).
+    pre_images: bool = False
+    # Why fresh inserts are no longer appended to this warehouse (a skipped dead letter or DDL may
+    # have lost a delete: an appended key could then already be there); None: they are.
+    merge_only: str | None = None
     # Simple: the table schemas (wire `tableSchema` objects) read so far, so that a restart decodes
     # rows whose BOOTSTRAP / DDL message lies before its starting offsets.
     codec_schemas: list[dict[str, Any]] = Field(default_factory=list)
@@ -163,6 +169,9 @@ class State(BaseModel):
         out: dict[str, Any] = handler(self)
         if not out.get("inflight_hi"):
             out.pop("inflight_hi", None)  # written only while it matters: older states keep their shape
+        for optional in ("pre_images", "merge_only"):
+            if not out.get(optional):
+                out.pop(optional, None)
         if not out.get("codec_schemas"):
             out.pop("codec_schemas", None)  # Simple only
         if not out.get("catalog"):

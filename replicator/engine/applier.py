@@ -56,6 +56,7 @@ class WarehouseApplier:
         self.edge = SparkEdge(warehouse, options, self.metrics, spark)
         self.dead_letters = DeadLetters(self.edge, warehouse, options.protocol, self.metrics, source_name)
         self.ddls = DdlSteps(self.edge, warehouse, options, summary, self.metrics, self.dead_letters)
+        self.dead_letters.on_ddl_skipped = self.merge_only
         self.merger = SegmentMerger(self.edge, self.metrics, self._batch)
         self.batch: SparkBatch | None = None  # where a step's row spans are (--reader spark)
         self.catalog_config: CatalogConfig | None = None  # where tables are registered by name
@@ -121,6 +122,10 @@ class WarehouseApplier:
 
     def dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
         self.dead_letters.messages(dead)
+        if dead and self.options.on_error == "skip":
+            rec = dead[0][0]
+            self.merge_only(f"a message was skipped (--on-error skip) at topic {rec.topic!r} partition "
+                            f"{rec.partition} offset {rec.offset}")
 
     def apply(self, step: Step) -> dict[str, Any]:
         """Apply one step: its tables' MERGEs concurrently (`apply_parallelism`), each DDL once the
@@ -141,15 +146,14 @@ class WarehouseApplier:
         record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
                                   "recorded_at": dt.datetime.now(dt.UTC).isoformat(),
                                   "kind": "ddl" if step.ddls else "window"}
-        # Only a step that a crashed (or failed) attempt may have half applied reads each table's
-        # txnVersion first (one Delta state job per table); a step that starts clean cannot have a
-        # DDL applied ahead of the catalog, so it is not marked by its own inflight_hi below.
-        recovering = state.inflight_hi > state.applied_ts
+        self.summary.commits = self.delta.commits  # the statements' kinds, jobs, seconds (shared by sessions)
         if step.ddls and state.inflight_hi < step.hi:
-            # A crash from here on may leave a table's Delta schema ahead of the catalog: the re-run
-            # checks each MERGE's txnVersion before running it against the old catalog.
+            # A crash from here on may leave a table's Delta schema ahead of the catalog (the re-run
+            # skips each write its table already holds before planning it: merging.py).
             state.inflight_hi = step.hi
             self.warehouse.save_state(state)
+        inserts = self._inserts_policy()
+        writes: dict[str, set[str]] = {}
         plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
         self.ddls.create_ahead(state, plan)
         versions: dict[str, int] = {}
@@ -161,10 +165,10 @@ class WarehouseApplier:
             rows = seg.rows
             if isinstance(rows, RowSpan):  # on the executors: a few for what the catalog needs from rows
                 if entry is not None and entry.table_spec.key:
-                    return Job(seg, entry, entry.table_spec, n, recovering)
+                    return Job(seg, entry, entry.table_spec, n, inserts)
                 rows = self._batch().sample(seg.table, rows.lo, rows.hi)
                 if not rows:
-                    return Job(seg, None, None, n, recovering)  # the span turned out empty
+                    return Job(seg, None, None, n, inserts)  # the span turned out empty
             if entry is None:
                 entry = self._infer_table(state, schema, table, rows)
             spec = entry.table_spec
@@ -174,7 +178,7 @@ class WarehouseApplier:
                 spec = adopt_handle_key(entry, rows)
             if not isinstance(seg.rows, RowSpan):  # the executors check every row of a span
                 check_columns(entry, rows)
-            return Job(seg, entry, spec, n, recovering)
+            return Job(seg, entry, spec, n, inserts)
 
         def apply_ddl(i: int) -> None:
             ddls.append(self.ddls.apply(state, step.ddls[i], versions))
@@ -194,8 +198,13 @@ class WarehouseApplier:
                 counts.updated += res.updated
                 counts.deleted += res.deleted
             self.metrics.merged(name, inserted=res.inserted, updated=res.updated, deleted=res.deleted,
-                                committed=not res.skipped)
+                                committed=not res.skipped and res.kind != "none", appended=res.kind == "append")
+            if res.pre_images and not state.pre_images:
+                state.pre_images = True  # saved with the step's progress
+                log.info("the stream carries old values (an update with its pre-image in %s): its inserts are "
+                         "appended when a table's step holds only new keys", name)
             uid = job.entry.uid
+            writes.setdefault(uid, set()).add(res.kind)
             prev = record["tables"].get(uid) or {"upserts": 0, "deletes": 0}
             version = max(res.version, versions.get(uid, -1))
             record["tables"][uid] = self._table_record(job.entry, version, prev["upserts"] + res.upserts,
@@ -208,11 +217,40 @@ class WarehouseApplier:
             entry = state.tables.get(uid)
             if uid not in record["tables"] and entry is not None and entry.status == "live":
                 record["tables"][uid] = self._table_record(entry, version, 0, 0)
+        appended = merged = 0
+        for uid, kinds in writes.items():
+            if "merge" in kinds:
+                merged += 1
+                record["tables"][uid]["write"] = "merge"
+            elif kinds & {"append", "insert"}:
+                appended += 1
+                record["tables"][uid]["write"] = "append"
+        record["appended"], record["merged"] = appended, merged
+        self.summary.tables_appended += appended
+        self.summary.tables_merged += merged
         if ddls:
             record["ddls"] = ddls
             record["ddl"] = ddls[0]  # the step log's shape before steps held several DDLs
         self._sync_catalog(step)
         return record
+
+    def _inserts_policy(self) -> str:
+        """How this step's INSERTs count for appending fresh keys (merging.py, `Job.inserts`)."""
+        mode, state = self.options.fresh_inserts, self.state
+        if mode == "merge" or (state.merge_only and mode != "append"):
+            return "off"
+        if mode == "append" or state.pre_images or self.options.protocol in ("canal-json", "simple"):
+            return "trusted"
+        return "proof"
+
+    def merge_only(self, why: str) -> None:
+        """Stop appending fresh inserts to this warehouse, for good (`State.merge_only`): `why`
+        may have lost a delete, so a key that looks new may be in its table already."""
+        if not self.state.merge_only and self.options.fresh_inserts != "merge":
+            self.state.merge_only = why
+            log.warning("%s: from now on every table of this warehouse is written with MERGE, never appended "
+                        "(a delete may be missing, so a key that looks new may already be there); "
+                        "--fresh-inserts append turns appending back on", why)
 
     def _batch(self) -> SparkBatch:
         if self.batch is None:

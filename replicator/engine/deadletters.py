@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from replicator.delta.warehouse import Warehouse
 from replicator.engine.spark_edge import SparkEdge
@@ -21,6 +21,7 @@ class DeadLetters:
         self.metrics = metrics
         self.source_name = source_name
         self.ddls = 0  # DDLs dead-lettered (--on-ddl-error skip)
+        self.on_ddl_skipped: Callable[[str], None] = lambda _why: None  # told where, once each
 
     def messages(self, dead: Sequence[tuple[Record, str]]) -> None:
         """Messages the loop could not decode; each reason starts with the error class."""
@@ -35,6 +36,8 @@ class DeadLetters:
         self._write([(rec, f"DdlError: {exc}")])
         self.ddls += 1
         self.metrics.dead_lettered(["DdlError"], decode_errors=0)
+        self.on_ddl_skipped(f"a DDL was skipped (--on-ddl-error skip) at commit ts {ddl.commit_ts}"
+                            + (f", topic {pos.topic!r} partition {pos.partition} offset {pos.offset}" if pos else ""))
 
     def _write(self, items: list[tuple[Record, str]]) -> None:
         from replicator.delta.deadletter import write_dead_letters

@@ -1,7 +1,15 @@
-"""One segment's MERGE: a step's rows of one table, resolved against the catalog, into its Delta table."""
+"""One segment's write: a step's rows of one table, resolved against the catalog, into its Delta
+table: appended when they are fresh inserts, else merged (delta/merge.py).
+
+Fresh inserts: a key whose first change in the segment is an INSERT was absent from the table,
+which holds upstream as of the segment's start. Only an INSERT the stream vouches for counts:
+canal-json and Simple name the operation; the Open Protocol and Craft write an update without old
+values exactly like an insert, so theirs count once the stream has shown an update with its
+pre-image (`inserts`: "proof"), or always with `--fresh-inserts append`."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -13,7 +21,7 @@ from replicator.delta.warehouse import TableEntry
 from replicator.engine.plan import RowSpan, Segment
 from replicator.engine.spark_edge import SparkEdge
 from replicator.errors import SchemaError
-from replicator.events import RowChange
+from replicator.events import Op, RowChange
 from replicator.faults import fault_point, fault_timer
 from replicator.metrics import Metrics
 
@@ -31,7 +39,9 @@ class Job:
     entry: TableEntry | None  # None: a row span that turned out empty (nothing to apply)
     spec: TableSpec | None
     step: int
-    recovering: bool  # a crashed run may have committed it: check its txnVersion first
+    # how its INSERTs count (module doc): "trusted", "proof" (once the rows show a pre-image), or
+    # "off" (never appended: --fresh-inserts merge, or the warehouse skipped a dead letter)
+    inserts: str = "off"
 
 
 class SegmentMerger:
@@ -56,33 +66,43 @@ class SegmentMerger:
         delta = self.edge.session_delta()
         seg, entry, spec = job.segment, job.entry, job.spec
         if entry is None or spec is None:
-            return job, MergeResult(0, 0, 0, -1, True)
+            return job, MergeResult(0, 0, 0, -1, True, kind="none")
         rows = seg.rows
-        if job.recovering and delta.txn_version(entry.path, delta.app_id(entry.uid)) >= seg.version:
+        held = delta.applied_ts(entry.path, entry.uid)  # what the table already holds (a crashed run's step)
+        if seg.version <= held:
             # Committed by the crashed run; its table may already be past a DDL the catalog is not.
             return job, MergeResult(len(rows) if isinstance(rows, list) else 0, 0, 0,
-                                    delta.table_version(entry.path), True)
+                                    delta.cached_version(entry.path), True, kind="none")
         meta = {"replicator": {"step": job.step, "applied_ts": seg.version, "kind": "window"}}
         if isinstance(rows, RowSpan):
-            frame = self._batch().changes(spec, seg.table, rows.lo, rows.hi)
+            frame = self._batch().changes(spec, seg.table, max(rows.lo, held), rows.hi)
+            trust = None if job.inserts == "off" else job.inserts == "trusted"
             fault_timer("mid_merge")
             with self._in_flight():
-                res = delta.merge_frame(entry.path, entry.uid, spec, frame, seg.version, meta)
+                res = delta.merge_frame(entry.path, entry.uid, spec, frame, seg.version, meta, trust_inserts=trust)
+                if res.kind == "append":
+                    fault_point("after_append")
                 fault_point("after_merge")
                 if self._running > 1:
                     fault_point("tables_in_flight")
             return job, res
-        changes = collapse(rows, spec.key)
+        if rows and rows[0].commit_ts <= held:  # the crashed run cut its step elsewhere: the rest is new
+            rows = [r for r in rows if r.commit_ts > held]
+        pre = any(r.op is Op.UPDATE and r.old_columns for r in rows)
+        trust = job.inserts == "trusted" or (job.inserts == "proof" and pre)
+        changes = collapse(rows, spec.key, trust_inserts=trust)
         fault_timer("mid_merge")
         with self._in_flight():
             try:
                 res = delta.merge(entry.path, entry.uid, spec, changes, seg.version, meta)
             except SchemaError as exc:  # e.g. a value that does not fit its column: say where it came from
                 raise SchemaError(f"{exc}; the rows came from {positions(rows)}") from None
+            if res.kind == "append":
+                fault_point("after_append")
             fault_point("after_merge")
             if self._running > 1:
                 fault_point("tables_in_flight")
-        return job, res
+        return job, dataclasses.replace(res, pre_images=pre)
 
     @contextmanager
     def _in_flight(self) -> Iterator[None]:

@@ -30,6 +30,9 @@ class RunOptions:
     until_caught_up: bool = False
     on_error: Literal["stop", "skip"] = "stop"
     on_ddl_error: Literal["stop", "skip"] = "stop"
+    # a table's step of only new keys is appended: when the stream tells inserts apart ("auto"),
+    # always ("append"), never ("merge"); engine/merging.py
+    fresh_inserts: Literal["auto", "append", "merge"] = "auto"
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     start: Mapping[TP, int] | Literal["earliest"] | None = None  # None: stored state (or earliest)
     max_buffer_rows: int = 200_000

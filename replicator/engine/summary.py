@@ -8,6 +8,7 @@ from typing import Any
 
 from replicator.codec.state import CodecState
 from replicator.codec.values import InvalidText
+from replicator.delta.edge import CommitCounts
 from replicator.engine.filtering import FilterCounts
 from replicator.events import tso_physical_ms, tso_to_datetime
 
@@ -51,6 +52,11 @@ class RunSummary:
     reader_changes: list[dict[str, Any]] = field(default_factory=list)
     # events of tables outside --include / --exclude, skipped, by reason (engine/filtering.py)
     filtered: FilterCounts = field(default_factory=FilterCounts)
+    # Delta write statements by kind (append, merge, ddl) with their Spark jobs and seconds, and
+    # how many (step, table) writes were appends of fresh inserts or MERGEs (engine/merging.py)
+    commits: CommitCounts = field(default_factory=CommitCounts)
+    tables_appended: int = 0
+    tables_merged: int = 0
 
     @property
     def invalid_utf8(self) -> int:
@@ -98,6 +104,9 @@ class RunSummary:
             "lease_renew_s": round(self.lease_renew_s, 3),
             "reader_changes": list(self.reader_changes),
             "filtered": self.filtered.to_json(),
+            "commits": self.commits.to_json(),
+            "tables_appended": self.tables_appended,
+            "tables_merged": self.tables_merged,
         }
 
     def render(self) -> str:
@@ -115,6 +124,12 @@ class RunSummary:
             lines.append(f"row checksums     {self.checksums_verified} verified, {self.checksum_mismatches} mismatched")
         if self.invalid_utf8:
             lines.append(f"invalid UTF-8     {self.invalid_utf8} text values replicated with U+FFFD")
+        if self.tables_appended or self.tables_merged:
+            lines.append(f"tables written      {self.tables_appended} appended, {self.tables_merged} merged (per step)")
+        for kind, k in self.commits.kinds.items():
+            if k.count:
+                lines.append(f"  {kind:<6} commits  {k.count} ({k.jobs / k.count:.1f} Spark jobs, "
+                             f"{k.seconds / k.count:.2f} s each)")
         for name, c in sorted(self.tables.items()):
             lines.append(f"  {name}: {c.upserts} upserted, {c.deletes} deleted")
         for what, counts in (("rows", self.filtered.rows), ("DDLs", self.filtered.ddl)):

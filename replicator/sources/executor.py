@@ -52,7 +52,7 @@ CLAIM_CHECK_REASON = ClaimCheckError.__name__ + ":"
 """How the reason of a DEAD event for an unresolved claim-check reference starts: it stops the run."""
 
 _BATCH_ROWS = 4096
-_DELETE, _UPDATE = Op.DELETE.value, Op.UPDATE.value
+_DELETE, _UPDATE, _INSERT = Op.DELETE.value, Op.UPDATE.value, Op.INSERT.value
 
 
 def check_row(ev: RowChange) -> None:
@@ -183,12 +183,14 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
 
 
 def change_schema(spec: TableSpec) -> pa.Schema:
-    """`_c<i>` per table column (typed as the table's), `_op` (0 upsert, 1 delete), ORDER_COLUMNS."""
+    """`_c<i>` per table column (typed as the table's), `_op` (0 upsert, 1 delete), ORDER_COLUMNS,
+    `_ins` (the change is an INSERT's) and `_pre` (an UPDATE's with its pre-image)."""
     from replicator.delta.merge import arrow_type
 
     fields = [pa.field(f"_c{i}", arrow_type(c.spark_type)) for i, c in enumerate(spec.columns)]
     fields += [pa.field("_op", pa.int8()), pa.field("_ts", pa.int64()), pa.field("_p", pa.int32()),
-               pa.field("_o", pa.int64()), pa.field("_i", pa.int32()), pa.field("_sub", pa.int8())]
+               pa.field("_o", pa.int64()), pa.field("_i", pa.int32()), pa.field("_sub", pa.int8()),
+               pa.field("_ins", pa.int8()), pa.field("_pre", pa.int8())]
     return pa.schema(fields)
 
 
@@ -208,6 +210,7 @@ def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: Table
         images: list[dict[str, Any] | None] = []
         keys: list[tuple[Any, ...]] = []
         order: list[tuple[int, int, int, int, int]] = []
+        flags: list[tuple[int, int]] = []  # (_ins, _pre) of each change
         for ts, p, o, i, payload in zip(d["ts"], d["partition"], d["offset"], d["idx"], d["payload"], strict=True):
             # Plain tuples on the hot path (name, type, flags, value); a RowChange only to name a bad row.
             op, cols, old_cols = pickle.loads(payload)[:3]
@@ -230,8 +233,10 @@ def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: Table
                 keys.append(new_key)
                 images.append(None)
                 order.append((ts, p, o, i, 1))
+                flags.append((0, 0))
                 continue
-            if op == _UPDATE and old_cols:
+            pre = 1 if op == _UPDATE and old_cols else 0
+            if pre:
                 old = {c[0]: c[3] for c in old_cols}
                 if all(k in old for k in key):
                     old_key = tuple([old[k] for k in key])
@@ -239,9 +244,11 @@ def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: Table
                         keys.append(old_key)
                         images.append(None)
                         order.append((ts, p, o, i, 0))
+                        flags.append((0, 1))
             keys.append(new_key)
             images.append(image)
             order.append((ts, p, o, i, 1))
+            flags.append((1 if op == _INSERT else 0, pre))
         arrays: list[pa.Array] = []
         for ci, spec_col in enumerate(spec.columns):
             conv, ki = convs[ci], key_index.get(spec_col.name)
@@ -258,4 +265,6 @@ def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: Table
         arrays.append(pa.array([1 if img is None else 0 for img in images], type=pa.int8()))
         for j, t in enumerate((pa.int64(), pa.int32(), pa.int64(), pa.int32(), pa.int8())):
             arrays.append(pa.array([x[j] for x in order], type=t))
+        for j in (0, 1):
+            arrays.append(pa.array([f[j] for f in flags], type=pa.int8()))
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -194,7 +194,9 @@ class SparkBatch:
                                     position=Position(self.topic, r["partition"], r["offset"])) for r in rows]
 
     def changes(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> DataFrame:
-        """The span's net change per key as the positional MERGE source (`_c<i>`, `_op`)."""
+        """The span's net change per key as the positional MERGE source (`_c<i>`, `_op`), with
+        `_fresh` (the key's first change was an INSERT) and `_pre` (one of its changes was an
+        UPDATE with a pre-image: the stream tells inserts from updates), as `collapse` marks them."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -210,8 +212,12 @@ class SparkBatch:
         idx = {c.name: i for i, c in enumerate(spec.columns)}
         window = Window.partitionBy(*[F.col(f"_c{idx[k]}") for k in spec.key]).orderBy(
             *[F.col(c).desc() for c in ex.ORDER_COLUMNS])
-        cols = [f"_c{i}" for i in range(len(spec.columns))] + ["_op"]
-        return keyed.withColumn("_rn", F.row_number().over(window)).filter(F.col("_rn") == 1).select(*cols)
+        whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+        cols = [f"_c{i}" for i in range(len(spec.columns))] + ["_op", "_fresh", "_pre"]
+        return (keyed.withColumn("_rn", F.row_number().over(window))
+                .withColumn("_fresh", F.last("_ins").over(whole))  # newest first: the last is the first change
+                .withColumn("_pre", F.max("_pre").over(whole))
+                .filter(F.col("_rn") == 1).select(*cols))
 
     def close(self) -> None:
         self.events.unpersist()
@@ -227,7 +233,8 @@ def _tables(tables: Sequence[TableName]) -> Column:
 def _spark_type(spec: TableSpec, name: str) -> str:
     if name.startswith("_c"):
         return spec.columns[int(name[2:])].spark_type
-    return {"_op": "TINYINT", "_ts": "BIGINT", "_p": "INT", "_o": "BIGINT", "_i": "INT", "_sub": "TINYINT"}[name]
+    return {"_op": "TINYINT", "_ts": "BIGINT", "_p": "INT", "_o": "BIGINT", "_i": "INT", "_sub": "TINYINT",
+            "_ins": "TINYINT", "_pre": "TINYINT"}[name]
 
 
 def read_batch(spark: SparkSession, settings: KafkaSettings, ranges: Mapping[int, tuple[int, int]], *,

@@ -72,27 +72,37 @@ def test_a_table_with_rows_is_merged(spark: Any, tmp_path: Path) -> None:
     assert [(r[0], r[4]) for r in _rows(spark, path)] == [(1, "a2")]
 
 
-def test_only_deletes_into_an_empty_table_still_commit_their_version(spark: Any, tmp_path: Path) -> None:
+def _meta(ts: int) -> dict[str, Any]:
+    return {"replicator": {"step": 1, "applied_ts": ts, "kind": "window"}}
+
+
+def test_only_deletes_into_an_empty_table_change_nothing_even_when_run_again(spark: Any, tmp_path: Path) -> None:
+    # Delta commits nothing for a MERGE that changes nothing, so a restarted run reads back an
+    # older applied ts and runs it again: still nothing to change.
     applier = DeltaApplier(spark)
     path = str(tmp_path / "t")
     applier.create_table(path, SPEC)
-    res = applier.merge(path, "t", SPEC, [Change((1,), True, None)], 7, {})
-    assert not res.skipped
-    assert applier.txn_version(path, applier.app_id("t")) == 7
+    res = applier.merge(path, "t", SPEC, [Change((1,), True, None)], 7, _meta(7))
+    assert not res.skipped and res.kind == "merge"
+    rerun = DeltaApplier(spark)
+    assert rerun.applied_ts(path, "t") == -1
+    assert not rerun.merge(path, "t", SPEC, [Change((1,), True, None)], 7, _meta(7)).skipped
     assert _rows(spark, path) == []
 
 
 def test_an_insert_already_committed_is_skipped_on_a_rerun_into_an_emptied_table(spark: Any,
                                                                                   tmp_path: Path) -> None:
     # Applied, then a TRUNCATE of the same step emptied the table, then a crash before progress:
-    # the rerun finds the table empty again and must skip the insert by its txnVersion.
+    # the rerun (a new process) finds the table empty again and must skip the insert by the
+    # applied ts its commit recorded.
     applier = DeltaApplier(spark)
     path = str(tmp_path / "t")
     applier.create_table(path, SPEC)
-    assert not applier.merge(path, "t", SPEC, [_up(1, "a"), _up(2, "b")], 5, {}).skipped
+    assert not applier.merge(path, "t", SPEC, [_up(1, "a"), _up(2, "b")], 5, _meta(5)).skipped
     spark.sql(f"DELETE FROM {delta_ref(path)}")
     assert applier.empty_version(path) is not None
-    rerun = applier.merge(path, "t", SPEC, [_up(1, "a"), _up(2, "b")], 5, {})
+    applier = DeltaApplier(spark)
+    rerun = applier.merge(path, "t", SPEC, [_up(1, "a"), _up(2, "b")], 5, _meta(5))
     assert rerun.skipped
     assert _rows(spark, path) == []
     assert not applier.merge(path, "t", SPEC, [_up(3, "c")], 6, {}).skipped

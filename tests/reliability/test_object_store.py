@@ -86,6 +86,25 @@ def test_sigkill_at_random_instants_on_s3(s3: S3Server, kafka_bootstrap: str, sp
     assert "took over" in log.read_text(errors="replace")
 
 
+def test_crash_after_an_append_and_before_progress_on_s3(s3: S3Server, kafka_bootstrap: str, spark: Any,
+                                                         tmp_path: Path) -> None:
+    """The named instants around an append of fresh inserts, on the store: its commit landed and the
+    step's progress did not; the rerun reads the table's applied ts back from the store and appends
+    nothing twice."""
+    sim, topic = _stream(kafka_bootstrap, seed=85, events=160)
+    url, log = s3.warehouse_url("append-faults"), tmp_path / "runs.log"
+    args = ("--max-buffer-rows", "40", "--apply-parallelism", "2")
+    for fault in ("after_append:2", "before_progress:2"):
+        proc = _run(s3, kafka_bootstrap, topic, url, *args, log=log, env={"REPLICATOR_FAULT": fault})
+        assert proc.wait(timeout=900) in (-9, 137), f"{fault}: not crashed there:\n{tail(log)}"
+        assert f"injected fault {fault.split(':')[0]}" in tail(log, 5), tail(log)
+    final = _run(s3, kafka_bootstrap, topic, url, *args, log=log)
+    assert final.wait(timeout=900) == 0, tail(log)
+    assert check_warehouse(spark, url, sim.expected) == []
+    steps = Warehouse(url).windows()
+    assert sum(r.get("appended", 0) for r in steps) > 0, "the stream's fresh inserts were appended"
+
+
 def test_one_writer_at_a_time(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     sim, topic = _stream(kafka_bootstrap, seed=83, events=120)
     url, log_a, log_b = s3.warehouse_url("lease"), tmp_path / "a.log", tmp_path / "b.log"

@@ -204,3 +204,20 @@ def test_a_row_without_its_key_names_the_row() -> None:
     row = RowChange(5, "s", "t", Op.INSERT, (_col("note", "x"),), position=Position("t", 0, 7))
     with pytest.raises(SchemaError, match=r"lacks handle-key column 'id'.*offset 7"):
         list(ex.change_batches([_in_batch([row])], topic="t", spec=SPEC))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_row_changes())
+def test_first_change_per_key_marks_fresh_inserts_as_the_drivers_collapse(rows: list[RowChange]) -> None:
+    # The Spark side keeps, per key, `_ins` of its first change in ORDER_COLUMNS order (`_fresh`)
+    # and whether any change was an update with its pre-image (`_pre`).
+    out = pa.Table.from_batches(list(ex.change_batches([_in_batch(rows)], topic="t", spec=SPEC))).to_pylist()
+    first: dict[Any, int] = {}
+    pre: dict[Any, int] = {}
+    for r in sorted(out, key=lambda r: tuple(r[c] for c in ex.ORDER_COLUMNS)):
+        first.setdefault(r["_c0"], r["_ins"])
+        pre[r["_c0"]] = max(pre.get(r["_c0"], 0), r["_pre"])
+    ordered = sorted(rows, key=lambda r: (r.commit_ts, r.position.offset if r.position else 0))
+    want = {c.key[0]: c.fresh for c in collapse(ordered, SPEC.key, trust_inserts=True)}
+    assert {k: bool(v) for k, v in first.items()} == want
+    assert any(pre.values()) == any(r.op is Op.UPDATE and r.old_columns for r in rows)

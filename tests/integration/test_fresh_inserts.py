@@ -1,0 +1,90 @@
+"""Fresh inserts are appended (replicator.delta.merge): one Spark job, the same table a MERGE
+leaves, and a write at or below the ts a table holds is skipped by a restarted run that reads that
+ts back from the table's own commits, past a user's OPTIMIZE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replicator.changes import Change
+from replicator.delta.merge import DeltaApplier, delta_ref
+from replicator.delta.typemap import ColumnSpec, TableSpec
+
+pytestmark = pytest.mark.integration
+
+SPEC = TableSpec("db", "fresh", (ColumnSpec("id", "BIGINT", nullable=False), ColumnSpec("v", "STRING")), ("id",))
+
+
+def _meta(ts: int) -> dict[str, Any]:
+    return {"replicator": {"step": ts, "applied_ts": ts, "kind": "window"}}
+
+
+def _fresh(k: int, v: str) -> Change:
+    return Change((k,), False, {"id": k, "v": v}, fresh=True)
+
+
+def _rows(spark: Any, path: str) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+
+
+def _operations(spark: Any, path: str) -> list[str]:
+    history = spark.sql(f"DESCRIBE HISTORY {delta_ref(path)}").collect()
+    return [h["operation"] for h in sorted(history, key=lambda h: h["version"])]
+
+
+def test_fresh_inserts_are_appended_with_one_job_and_end_as_a_merge_would(spark: Any, tmp_path: Path) -> None:
+    fast, plain = DeltaApplier(spark), DeltaApplier(spark)
+    plain.append_fresh = False
+    paths = {"fast": str(tmp_path / "fast"), "plain": str(tmp_path / "plain")}
+    step2 = [_fresh(3, "c"), Change((4,), True, None, fresh=True), _fresh(5, "e")]  # 4: inserted, deleted again
+    for applier, path in ((fast, paths["fast"]), (plain, paths["plain"])):
+        applier.create_table(path, SPEC)
+        applier.merge(path, "t", SPEC, [_fresh(1, "a"), _fresh(2, "b")], 10, _meta(10))
+        res = applier.merge(path, "t", SPEC, step2, 20, _meta(20))
+        assert (res.rows, res.upserts, res.deletes) == (3, 2, 1)
+    assert _rows(spark, paths["fast"]) == _rows(spark, paths["plain"]) == [(1, "a"), (2, "b"), (3, "c"), (5, "e")]
+    assert _operations(spark, paths["fast"]) == ["CREATE TABLE", "WRITE", "WRITE"]
+    assert _operations(spark, paths["plain"])[-1] == "MERGE"
+    appends = fast.commits.kinds["append"]
+    assert appends.count == 2 and appends.jobs == 2, "an append of fresh inserts costs one Spark job"
+    assert fast.commits.kinds["merge"].count == 0
+    assert plain.commits.kinds["merge"].jobs > plain.commits.kinds["merge"].count
+
+
+def test_a_key_that_was_there_sends_the_step_to_merge(spark: Any, tmp_path: Path) -> None:
+    applier = DeltaApplier(spark)
+    path = str(tmp_path / "t")
+    applier.create_table(path, SPEC)
+    applier.merge(path, "t", SPEC, [_fresh(1, "a"), _fresh(2, "b")], 10, _meta(10))
+    res = applier.merge(path, "t", SPEC, [_fresh(3, "c"), Change((1,), False, {"id": 1, "v": "a2"})], 20, _meta(20))
+    assert res.kind == "merge"
+    assert _rows(spark, path) == [(1, "a2"), (2, "b"), (3, "c")]
+
+
+def test_a_restarted_run_skips_what_the_table_holds_past_a_users_optimize(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    crashed = DeltaApplier(spark)
+    crashed.create_table(path, SPEC)
+    crashed.merge(path, "t", SPEC, [_fresh(1, "a")], 10, _meta(10))
+    crashed.merge(path, "t", SPEC, [_fresh(2, "b")], 20, _meta(20))  # ... then the process died
+    spark.sql(f"OPTIMIZE {delta_ref(path)}")  # a user's maintenance commits on top, without our metadata
+    spark.sql(f"ALTER TABLE {delta_ref(path)} SET TBLPROPERTIES ('note' = 'x')")
+    rerun = DeltaApplier(spark)
+    assert rerun.applied_ts(path, "t") == 20
+    again = rerun.merge(path, "t", SPEC, [_fresh(2, "b")], 20, _meta(20))
+    assert again.skipped and again.kind == "none"
+    assert rerun.commits.kinds["append"].count == 0
+    assert rerun.merge(path, "t", SPEC, [_fresh(3, "c")], 30, _meta(30)).kind == "append"
+    assert _rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")]
+    assert DeltaApplier(spark).applied_ts(str(tmp_path / "t"), "other uid, same table") == 30
+
+
+def test_a_table_without_replicator_commits_holds_nothing(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    applier = DeltaApplier(spark)
+    applier.create_table(path, SPEC)
+    spark.sql(f"INSERT INTO {delta_ref(path)} VALUES (1, 'by hand')")
+    assert DeltaApplier(spark).applied_ts(path, "t") == -1
