@@ -8,7 +8,8 @@ be told). For each table in scope, every row at or before the DDL's commit ts is
 and none after; rows of other tables flow past it. DDLs themselves apply one at a time, in commit
 order (they change the catalog).
 
-Idempotence: a segment's txnVersion is the commit ts of the DDL it precedes, or the step's upper
+Idempotence: a segment's version (the applied ts its commit records, delta/merge.py) is the commit
+ts of the DDL it precedes, or the step's upper
 bound for a table's last segment, so one table's versions rise within a step and across steps,
 and a re-run skips exactly the segments a crashed run committed.
 """
@@ -52,7 +53,8 @@ class Segment:
     """Rows of one table applied by one MERGE.
 
     `after`: how many of the step's DDLs must be applied before it starts; `before`: the index of
-    the DDL that waits for it (None for a table's last segment); `version`: its txnVersion.
+    the DDL that waits for it (None for a table's last segment); `version`: the applied ts it brings
+    its table to.
     """
 
     table: TableName

@@ -8,7 +8,7 @@ MERGEs of the tables they do not affect go on.
 
 On the first failure nothing new starts, segments not yet started are cancelled, the running ones
 finish, and the error is raised: the step's progress is then not committed, and the re-run skips
-exactly what committed (each MERGE is idempotent by txnVersion).
+exactly what committed (each write is idempotent by the applied ts it records).
 """
 
 from __future__ import annotations

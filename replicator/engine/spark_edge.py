@@ -76,7 +76,7 @@ class SparkEdge:
     @property
     def executor(self) -> Executor:
         """Where a step's MERGEs run: inline for parallelism 1, else a pool whose threads each hold
-        their own Spark session (so one MERGE's txnAppId / txnVersion / userMetadata session confs
+        their own Spark session (so one write's userMetadata and MERGE session confs
         never reach another), in a FAIR scheduler pool (so no table's jobs starve)."""
         if self._executor is None:
             n = self.options.apply_parallelism

@@ -40,7 +40,7 @@ FAULT_PLAN = [
     "between_tables:2",  # ... and another table of the same step is next
     "after_append:1",  # a table's append of fresh inserts committed; the step's progress not
     "mid_merge:2:0.3",  # 0.3 s into a MERGE: the JVM dies while writing
-    "before_progress:2",  # all Delta writes of a step done, state.json not replaced
+    "before_progress:1",  # all Delta writes of a step done, state.json not replaced
     "after_progress:1",  # state.json replaced, consumer-group offsets not committed
 ]
 GARBAGE = b"\x00\x01not a TiCDC message\xff"
