@@ -18,7 +18,7 @@ from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 if TYPE_CHECKING:
     from replicator.delta.catalog import CatalogConfig
 
-Protocol = Literal["open", "craft", "canal-json", "simple"]
+Protocol = Literal["open", "craft", "canal-json", "simple", "csv"]  # csv: storage sinks only
 Reader = Literal["driver", "spark"]
 
 

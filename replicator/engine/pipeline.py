@@ -15,7 +15,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +33,12 @@ from replicator.engine.options import Protocol, Reader, RunOptions
 from replicator.engine.summary import RunSummary, TableCounts
 from replicator.engine.window import Windower
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.events import Event, Position, Record, RowChange
+from replicator.events import TP, Event, Position, Record, RowChange
 from replicator.metrics import Metrics
 from replicator.sources.claimcheck import ClaimChecks
 from replicator.sources.executor import check_row
 from replicator.sources.kafka import Source
+from replicator.sources.storage_sink import StorageSinkSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,7 +62,9 @@ class Engine:
         self.source = source
         self.options = options
         self.warehouse = Warehouse(options.warehouse, lease_seconds=options.lease_seconds)
-        self._codec = codec_for(options.protocol)
+        # A storage-sink source decodes its own records (rows typed by its schema files).
+        self._stored = source if isinstance(source, StorageSinkSource) else None
+        self._codec = None if self._stored is not None else codec_for(options.protocol)
         self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText(),
                                   codec_state=options.decode.state or CodecState())
         self.metrics = Metrics(protocol=options.protocol, reader=options.reader, source=source.name,
@@ -70,7 +73,8 @@ class Engine:
         # Simple's schema cache (restored from state.json at start) and the checksum counts of the run.
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text,
                                                    state=self.summary.codec_state)
-        self._claim_checks = ClaimChecks(options.claim_check_storage, self._codec, self._decode_options)
+        self._claim_checks = (ClaimChecks(options.claim_check_storage, self._codec, self._decode_options)
+                              if self._codec is not None else None)
         self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark, self.metrics)
         self._observed = 0.0  # when the loop's gauges were last updated (`_observe`)
         tables = options.table_filter
@@ -203,7 +207,31 @@ class Engine:
         self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
         if not (self.options.until_caught_up and self.source.caught_up()):
             self.applier.warm_up()  # something to read: start Spark while reading it
-        return ControlLoop(self.source, self._decode_record, self.applier, windower, self._loop_options())
+        decode = self._decode_record if self._stored is None else self._stored_decoder(windower)
+        return ControlLoop(self.source, decode, self.applier, windower, self._loop_options())
+
+    def _stored_decoder(self, windower: Windower) -> Callable[[Record], list[Event]]:
+        """A storage-sink source's records: decoded by the source; a stream it found since the last
+        one (a new table version, a new writer) joins the window before its first record, with
+        watermark 0 until its resolved marker (which the source puts after its records)."""
+        stored, known = self._stored, set(windower.partitions)
+        assert stored is not None
+        stored.decode_options = self._decode_options
+
+        def decode(rec: Record) -> list[Event]:
+            tp = TP(rec.topic, rec.partition)
+            if tp not in known:
+                windower.add_partition(tp)
+                known.add(tp)
+            events = stored.decode(rec)
+            if self._filter is not None:
+                events = self._filter.apply(events)
+            for ev in events:
+                if isinstance(ev, RowChange):
+                    check_row(ev)
+            return events
+
+        return decode
 
     def _batch_loop(self, state: State) -> ControlLoop:
         """`--reader spark`: read and decode on Spark executors, batch by batch (engine/batch.py)."""
@@ -214,7 +242,8 @@ class Engine:
 
         source, opts = self.source, self.options
         if not isinstance(source, KafkaSource):
-            raise ConfigError("--reader spark reads a Kafka topic; archives are read with --reader driver")
+            raise ConfigError("--reader spark reads a Kafka topic; archives and storage sinks are read with "
+                              "--reader driver")
         topic = source.settings.single_topic
         if topic is None:
             raise ConfigError("--reader spark reads one topic; follow several topics (--topic given more than "
@@ -271,6 +300,7 @@ class Engine:
 
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
+        assert self._codec is not None and self._claim_checks is not None
         events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
         if self._filter is not None:
             events = self._filter.apply(events)
