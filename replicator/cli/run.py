@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from replicator.delta.catalog import CatalogConfig
     from replicator.engine.pipeline import RunOptions
     from replicator.sources.kafka import KafkaSource
+    from replicator.sources.storage_sink import StorageSinkSource
 
 
 def add_connection(p: argparse.ArgumentParser) -> None:
@@ -29,8 +30,20 @@ def add_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic-pattern", metavar="REGEX",
                    help="follow every topic whose whole name matches REGEX, also topics created later (read from "
                         "their earliest offset); instead of --topic")
-    p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple"],
-                   help="TiCDC wire format of the topic")
+    p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple", "csv"],
+                   help="TiCDC wire format of the topic (a storage sink: csv or canal-json)")
+    p.add_argument("--storage-sink", metavar="URL",
+                   help="read TiCDC's storage sink (a directory or s3a://bucket/prefix, the changefeed's sink URI) "
+                        "instead of Kafka (docs/storage-sink.md)")
+    p.add_argument("--date-separator", choices=["none", "year", "month", "day"],
+                   help=f"the storage sink's date-separator (default {d['date_separator']})")
+    p.add_argument("--partition-separator", action="store_true", default=None,
+                   help="the storage sink was written with enable-partition-separator")
+    p.add_argument("--csv-delimiter", help=f"the CSV delimiter, 1-3 characters (default {d['csv_delimiter']!r})")
+    p.add_argument("--csv-quote", help=f"the CSV quote character, or '' (default {d['csv_quote']!r})")
+    p.add_argument("--csv-null", help=f"the CSV text of NULL (default {d['csv_null']!r})")
+    p.add_argument("--csv-binary-encoding", choices=["base64", "hex"],
+                   help=f"the CSV binary-encoding-method (default {d['csv_binary_encoding']})")
     add_storage(p)
     p.add_argument("--group-id", help="Kafka consumer group for offset commits (default: replicator-<topic>; "
                                       "with several topics: replicator-<first topic>, with a pattern required)")
@@ -115,7 +128,7 @@ def add_connection(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
-    run_p = sub.add_parser("run", help="replicate a topic (or archives) into a warehouse")
+    run_p = sub.add_parser("run", help="replicate a topic (or archives, or a storage sink) into a warehouse")
     add_connection(run_p)
     run_p.add_argument("--archive", nargs="+", metavar="PATH", help="replicate from capture archives instead of Kafka")
     run_p.add_argument("--binlog", nargs="+", metavar="PATH", help="apply a statement binlog instead of Kafka")
@@ -129,9 +142,11 @@ def register(sub: Any) -> None:
     start.add_argument("--from-offsets", metavar="[TOPIC:]P=O[,...]",
                        help="from these offsets (other partitions: stored); the bare P=O form with one topic only")
     start.add_argument("--from-timestamp", metavar="ISO8601", help="from the first offsets at/after this time")
+    start.add_argument("--from-ts", type=int, metavar="TSO",
+                       help="a storage sink: re-read every file and re-apply the changes from this commit ts on")
     replay_p.set_defaults(handler=lambda ns: replay(ReplayCommand(
         settings=settings_from(ns), from_earliest=ns.from_earliest, from_offsets=ns.from_offsets,
-        from_timestamp=ns.from_timestamp)))
+        from_timestamp=ns.from_timestamp, from_ts=ns.from_ts)))
 
 
 def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
@@ -208,10 +223,36 @@ def kafka_source(s: ReplicatorSettings) -> KafkaSource:
     ))
 
 
+def storage_source(s: ReplicatorSettings, *, from_ts: int = 0) -> StorageSinkSource:
+    """`--storage-sink URL`: TiCDC's storage sink as the source (csv or canal-json files)."""
+    from replicator.codec.csv.common import CsvConfig
+    from replicator.sources.storage_sink import StorageSinkSettings, StorageSinkSource
+
+    if s.topic or s.topic_pattern or s.bootstrap_servers:
+        raise ConfigError("--storage-sink replaces Kafka: leave out --topic, --topic-pattern and --bootstrap-servers")
+    if s.protocol not in ("csv", "canal-json"):
+        raise ConfigError(f"--storage-sink needs --protocol csv or canal-json (the changefeed's protocol), not "
+                          f"{s.protocol or 'none'}")
+    if s.reader == "spark":
+        raise ConfigError("--reader spark reads a Kafka topic; a storage sink is read with --reader driver")
+    csv = CsvConfig(delimiter=s.csv_delimiter, quote=s.csv_quote, null=s.csv_null,
+                    binary_encoding=s.csv_binary_encoding)
+    return StorageSinkSource(StorageSinkSettings(
+        s.require("storage_sink"), protocol="csv" if s.protocol == "csv" else "canal-json", csv=csv,
+        date_separator=s.date_separator, partition_separator=s.partition_separator, from_ts=from_ts))
+
+
 def run(cmd: RunCommand) -> int:
     from replicator.engine.pipeline import Engine
 
     s = cmd.settings
+    if s.storage_sink:
+        if cmd.archive or cmd.binlog:
+            raise ConfigError("--storage-sink, --archive and --binlog are different sources: give one")
+        print_summary(Engine(storage_source(s), run_options(s)).run(), s)
+        return 0
+    if s.protocol == "csv":
+        raise ConfigError("--protocol csv is TiCDC's storage sink: give --storage-sink URL")
     if cmd.archive and cmd.binlog:
         raise ConfigError("--archive and --binlog are different sources: give one")
     if cmd.binlog:
@@ -249,20 +290,36 @@ def replay(cmd: ReplayCommand) -> int:
     from replicator.sources.kafka import parse_offsets
 
     s = cmd.settings
-    source = kafka_source(s)
     start: Any
+    if s.storage_sink:
+        if cmd.from_offsets:
+            raise ConfigError("--from-offsets names Kafka offsets; a storage sink replays with --from-ts TSO, "
+                              "--from-timestamp or --from-earliest")
+        from_ts = cmd.from_ts or 0
+        if cmd.from_timestamp:
+            from replicator.events import tso_from_datetime
+
+            from_ts = tso_from_datetime(_timestamp(cmd.from_timestamp))
+        # every stream from its first file; what the warehouse holds is skipped by its watermark
+        print_summary(Engine(storage_source(s, from_ts=from_ts), run_options(s, start="earliest")).run(), s)
+        return 0
+    if cmd.from_ts is not None:
+        raise ConfigError("--from-ts is for a storage sink (--storage-sink); a topic replays with --from-timestamp")
+    source = kafka_source(s)
     if cmd.from_earliest:
         start = "earliest"
     elif cmd.from_offsets:
         start = parse_offsets(cmd.from_offsets, source.settings.named_topics, source.partitions())
     else:
-        stamp = cmd.from_timestamp or ""
-        try:
-            when = dt.datetime.fromisoformat(stamp)
-        except ValueError:
-            raise ConfigError(f"--from-timestamp expects ISO 8601, got {stamp!r}") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
+        when = _timestamp(cmd.from_timestamp or "")
         start = {p: o for p, o in source.offsets_for_timestamp(when).items() if o is not None}
     print_summary(Engine(source, run_options(s, start=start)).run(), s)
     return 0
+
+
+def _timestamp(stamp: str) -> dt.datetime:
+    try:
+        when = dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        raise ConfigError(f"--from-timestamp expects ISO 8601, got {stamp!r}") from None
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when

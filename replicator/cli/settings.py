@@ -180,7 +180,15 @@ class ReplicatorSettings(BaseSettings):
     bootstrap_servers: str | None = None
     topic: Topics = None  # one or several topics (a list: topic per table plus the default topic)
     topic_pattern: str | None = None  # every topic whose whole name matches (found as they appear)
-    protocol: Literal["open", "craft", "canal-json", "simple"] | None = None
+    protocol: Literal["open", "craft", "canal-json", "simple", "csv"] | None = None  # csv: --storage-sink only
+    # TiCDC's storage sink instead of Kafka (sources/storage_sink.py): where, and its file settings
+    storage_sink: str | None = None
+    date_separator: Literal["none", "year", "month", "day"] = "day"
+    partition_separator: StrictBool = False
+    csv_delimiter: str = ","
+    csv_quote: str = '"'
+    csv_null: str = "\\N"
+    csv_binary_encoding: Literal["base64", "hex"] = "base64"
     warehouse: str | None = None  # a directory or an object-store URL (s3a://bucket/prefix)
     group_id: str | None = None  # None: replicator-<topic> (capture: replicator-capture-<topic>)
     # Kafka security (passwords: environment or config file only)
@@ -504,6 +512,7 @@ class ReplayCommand:
     from_earliest: bool = False
     from_offsets: str | None = None
     from_timestamp: str | None = None
+    from_ts: int | None = None  # a storage sink: re-apply from this commit ts (TSO)
 
 
 @dataclass(frozen=True)
@@ -528,10 +537,11 @@ class ArchiveInspectCommand:
 class SimulateCommand:
     """`replicator simulate`: Kafka (topic + bootstrap servers) or an archive directory."""
 
-    protocol: Literal["open", "craft", "canal-json", "simple"]
+    protocol: Literal["open", "craft", "canal-json", "simple", "csv"]
     topic: str | None = None
     bootstrap_servers: str | None = None
     out: str | None = None
+    storage_sink: str | None = None  # write the changefeed as TiCDC's storage sink (csv or canal-json)
     seed: int = 1
     events: int = 5000
     partitions: int = 3

@@ -16,8 +16,11 @@ log = logging.getLogger("replicator.cli.simulate")
 def register(sub: Any) -> None:
     d = defaults(SimulateCommand)
     p = sub.add_parser("simulate", help="generate a realistic TiCDC stream plus its expected final tables")
-    p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple"], required=True)
+    p.add_argument("--protocol", choices=["open", "craft", "canal-json", "simple", "csv"], required=True)
     p.add_argument("--topic", help="produce into this topic (with --bootstrap-servers)")
+    p.add_argument("--storage-sink", metavar="DIR|URL",
+                   help="write the changefeed as TiCDC's storage sink (csv or canal-json files, a directory or "
+                        "s3a://bucket/prefix) instead of producing")
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers")
     p.add_argument("--out", metavar="DIR", help="write an archive directory instead of producing")
     p.add_argument("--seed", type=int, help=f"random seed (same seed, same stream; default {d['seed']})")
@@ -44,6 +47,8 @@ def simulate(cmd: SimulateCommand) -> int:
     """Generate the stream, write it to Kafka or an archive, write the expected tables, print a summary."""
     from replicator.sim.simulate import SimConfig, Simulation, produce, write_archive
 
+    if cmd.storage_sink or cmd.protocol == "csv":
+        return simulate_storage_sink(cmd)
     if cmd.out and cmd.bootstrap_servers:
         raise ConfigError("give either --topic with --bootstrap-servers (produce to Kafka) or --out DIR, not both")
     if not cmd.out and not (cmd.topic and cmd.bootstrap_servers):
@@ -75,4 +80,32 @@ def simulate(cmd: SimulateCommand) -> int:
     for name, rows in sorted(sim.expected.tables.items()):
         out.write(f"  {name}: {len(rows)} rows expected\n")
     out.write(f"expected final tables: {expected_path}\n")
+    return 0
+
+
+def simulate_storage_sink(cmd: SimulateCommand) -> int:
+    """`simulate --storage-sink DIR|URL`: the stream as TiCDC's storage sink writes it, and its expected tables."""
+    from replicator.sim.simulate import SimConfig, Simulation
+    from replicator.sim.storage_sink import StorageLayout, write_storage_sink
+
+    if not cmd.storage_sink or cmd.out or cmd.topic or cmd.bootstrap_servers:
+        raise ConfigError("--protocol csv writes a storage sink: give --storage-sink DIR|URL (and no --topic, "
+                          "--bootstrap-servers or --out)")
+    if cmd.protocol not in ("csv", "canal-json"):
+        raise ConfigError(f"a storage sink is written as csv or canal-json, not {cmd.protocol}")
+    # the model broadcasts DDL to every partition (the sink writes each once)
+    config = SimConfig(protocol="open", seed=cmd.seed, events=cmd.events, partitions=cmd.partitions,
+                       tables=cmd.tables, ddl=cmd.ddl)
+    sim = Simulation(config)
+    layout = StorageLayout(protocol="csv" if cmd.protocol == "csv" else "canal-json")
+    report = write_storage_sink(sim, cmd.storage_sink, layout)
+    expected_path = Path(cmd.expected or "expected-storage-sink.json")
+    sim.expected.write(expected_path)
+    st = sim.stats
+    sys.stdout.write(f"simulated {st.row_changes} row changes in {st.transactions} transactions (seed {config.seed}) "
+                     f"-> {report.target} in {report.elapsed_s:.1f}s\n"
+                     f"  DDL {st.ddl} ({', '.join(sim.ddl_kinds)}), restarts {st.restarts}\n")
+    for name, rows in sorted(sim.expected.tables.items()):
+        sys.stdout.write(f"  {name}: {len(rows)} rows expected\n")
+    sys.stdout.write(f"expected final tables: {expected_path}\n")
     return 0

@@ -71,6 +71,11 @@ class Simulation:
             raise RuntimeError("the expected state is known once the stream has been fully iterated")
         return self._expected
 
+    def live_table(self, schema: str, name: str) -> ModelTable | None:
+        """The model table of that name now (its columns as of the last event handed out, once the
+        stream moved past it); None when there is none."""
+        return next((t for t in self._tables if t.schema == schema and t.name == name), None)
+
     def events(self) -> Iterator[tuple[int, Event]]:
         """(partition, event) in emission order; per partition this is the Kafka order."""
         if self._used:
