@@ -220,12 +220,14 @@ def model_columns(model: ModelTable) -> tuple[TableColumn, ...]:
     return columns_from_sql([(c.name, c.sql, c.nullable, c.name in model.key) for c in model.columns])
 
 
-def write_storage_sink(sim: Simulation, url: str, layout: StorageLayout | None = None) -> SinkReport:
-    """Write the whole simulated stream under `url` (a directory or an object-store URL)."""
+def write_storage_sink(sim: Simulation, url: str, layout: StorageLayout | None = None, *,
+                       io: FileIO | None = None) -> SinkReport:
+    """Write the whole simulated stream under `url` (a directory or an object-store URL; `io`: the
+    store to write through instead of the URL's own)."""
     layout = layout or StorageLayout()
     root = normalise_root(url)
     started = time.monotonic()
-    writer = _Writer(sim, fileio_for(root), root, layout)
+    writer = _Writer(sim, io or fileio_for(root), root, layout)
     writer.run()
     return SinkReport({0: writer.files}, time.monotonic() - started,
                       f"{root} ({layout.protocol}, {writer.files} files, {writer.checkpoints} checkpoints)")

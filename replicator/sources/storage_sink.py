@@ -90,6 +90,7 @@ class _Data:
     directory: str
     next: tuple[int, int, int] = (0, 0, 0)  # (date key, file number, line) of the next record to read
     shape: TableShape | None = None
+    dates: dict[int, tuple[str, int]] = field(default_factory=dict)  # date key -> (directory, name width)
     final: bool = False  # a newer version exists and the checkpoint passed it: read once more
     retired: bool = False  # read after it was final: nothing more can come
 
@@ -123,7 +124,6 @@ class StorageSinkSource:
         self._data: dict[str, _Data] = {}
         self._meta: dict[str, _Meta] = {}
         self._done: set[StreamKey] = set()  # table versions whose streams are all final
-        self._files: dict[str, str] = {}  # topic -> path of the file of its last records (for messages)
         self._queue: deque[Record] = deque()
         self._positions: dict[TP, int | None] = {}
         self._passes = 0
@@ -185,8 +185,7 @@ class StorageSinkSource:
         if rec.key == _SCHEMA:
             return self._schema_events(rec.topic, rec.offset, pos)
         data = self._data[rec.topic]
-        _, _, line = unfold_offset(rec.offset)
-        where = f"{self._files.get(rec.topic, data.directory)} line {line}"
+        where = self.file_line(data, rec.offset)
         try:
             events = self._row_events(data, value, pos)
         except MissingCommitTs:
@@ -194,6 +193,12 @@ class StorageSinkSource:
         except DecodeError as exc:
             raise DecodeError(exc.what, where=f"{where}{' ' + exc.where if exc.where else ''}") from None
         return [e for e in events if not isinstance(e, RowChange) or e.commit_ts >= self.settings.from_ts]
+
+    def file_line(self, data: _Data, offset: int) -> str:
+        """A record's place in the words of the files: `<path of its data file> line <n>`."""
+        dkey, num, line = unfold_offset(offset)
+        directory, width = data.dates.get(dkey, (data.directory, 20))
+        return f"{self.io.join(directory, DataFile(num, data.key.uuid, self._ext, width).name())} line {line}"
 
     def _row_events(self, data: _Data, value: bytes, pos: Position) -> list[Event]:
         if self._codec is not None:
@@ -358,13 +363,13 @@ class StorageSinkSource:
                         return  # named by the index before it is written: the next pass reads it
                     continue  # a number a restarted writer skipped
                 self.files_read += 1
+                data.dates[dkey] = (ddir, last.width)
                 first_line = data.next[2] if (dkey, num) == data.next[:2] else 0
                 self._queue_file(data, dkey, num, path, content, first_line)
                 data.next = (dkey, num + 1, 0)
 
     def _queue_file(self, data: _Data, dkey: int, num: int, path: str, content: bytes, first_line: int) -> None:
         topic = data.tp.topic
-        self._files[topic] = path
         text = content.decode("utf-8", "surrogateescape")
         try:
             if self.settings.protocol == "csv":
