@@ -18,7 +18,9 @@ tab-separated under a header line). `--json`: one JSON object on stdout:
      "last_holder": {"host", "pid", "since", "expires_at", "ended": "released" | "expired" | "process gone"} | null,
      "dead_letters": {"total": int | null, "by_reason": {reason: int} | null},  # reason: the error's exception name
      "tables": [{"schema", "table", "path", "delta_version": int | null, "rows": int | null,
-                 "applied_ts": int | null, "source": "kafka" | "binlog"}]}
+                 "applied_ts": int | null, "source": "kafka" | "binlog"}],
+     "storage_sink": {"url": str, "checkpoint_ts": int | null, "checkpoint_time": str | null,
+                      "lag_s": float | null} (only for a warehouse replicating a storage sink)}
 
 Times are ISO 8601 in UTC. `rows` is null when the table's log cannot say exactly (no Spark count
 here: use `replicator tables`); `by_reason` is null when it would not be cheap or exact.
@@ -106,6 +108,12 @@ def summary_lines(st: Status) -> list[tuple[str, str]]:
     else:
         held = "nobody"
     lines.append(("held by", held))
+    sink = doc.get("storage_sink")
+    if sink is not None:
+        lag = "" if sink["lag_s"] is None else f", lag {_age(sink['lag_s']).removesuffix(' ago')}"
+        lines.append(("storage sink", f"{sink['url']}: checkpoint-ts "
+                      + ("unreadable" if sink["checkpoint_ts"] is None else
+                         f"{sink['checkpoint_ts']} ({sink['checkpoint_time']}{lag})")))
     dl = doc["dead_letters"]
     total = "?" if dl["total"] is None else str(dl["total"])
     if dl["by_reason"]:

@@ -124,6 +124,12 @@ class Status:
     last_holder: dict[str, Any] | None
     dead_letters: dict[str, Any]
     tables: list[TableStatus] = field(default_factory=list)
+    storage_sink: dict[str, Any] | None = None  # a storage-sink source: its checkpoint-ts now and the lag
+
+    def __post_init__(self) -> None:
+        if self.storage_sink is not None and self.applied_watermark and self.storage_sink["checkpoint_ts"]:
+            cp, wm = self.storage_sink["checkpoint_ts"], self.applied_watermark
+            self.storage_sink["lag_s"] = max(0.0, (tso_physical_ms(cp) - tso_physical_ms(wm)) / 1000)
 
     def to_json(self) -> dict[str, Any]:
         wm = self.applied_watermark
@@ -137,7 +143,7 @@ class Status:
             "last_holder": self.last_holder,
             "dead_letters": self.dead_letters,
             "tables": [t.to_json() for t in self.tables],
-        }
+        } | ({"storage_sink": self.storage_sink} if self.storage_sink is not None else {})
 
 
 def _snapshot(path: str) -> tuple[int | None, LogSnapshot | None]:
@@ -217,4 +223,28 @@ def warehouse_status(root: str, *, now: float | None = None) -> Status:
         last_holder=last_holder,
         dead_letters=dead_letter_counts(wh),
         tables=tables,
+        storage_sink=storage_sink_view(state.source) if state is not None and state.source else None,
     )
+
+
+def storage_sink_view(source: str) -> dict[str, Any] | None:
+    """For a warehouse replicating TiCDC's storage sink (`storage:<url>`): the sink's `metadata`
+    checkpoint-ts as it is now (null when it cannot be read); the lag is added by `Status`."""
+    from replicator.codec.storage_sink.layout import METADATA, SOURCE_PREFIX, parse_metadata
+
+    if not source.startswith(SOURCE_PREFIX):
+        return None
+    from replicator.errors import ReplicatorError
+    from replicator.storage.stores import fileio_for
+
+    url = source[len(SOURCE_PREFIX):]
+    view: dict[str, Any] = {"url": url, "checkpoint_ts": None, "checkpoint_time": None, "lag_s": None}
+    try:
+        io = fileio_for(url)
+        data = io.read(io.join(url, METADATA))
+        if data is not None:
+            cp = parse_metadata(data, io.join(url, METADATA))
+            view.update(checkpoint_ts=cp, checkpoint_time=iso(tso_physical_ms(cp) / 1000))
+    except (ReplicatorError, OSError) as exc:
+        log.warning("cannot read the storage sink's checkpoint at %s: %s", url, exc)
+    return view

@@ -40,6 +40,7 @@ from replicator.codec.storage_sink.layout import (
     EXTENSIONS,
     META_DIR,
     METADATA,
+    SOURCE_PREFIX,
     DataFile,
     DateSeparator,
     StreamKey,
@@ -116,7 +117,7 @@ class StorageSinkSource:
         self.settings = settings
         self.root = normalise_root(settings.url)
         self.io = io or fileio_for(self.root)
-        self.name = f"storage:{self.root}"
+        self.name = f"{SOURCE_PREFIX}{self.root}"
         self.protocol = settings.protocol
         self.decode_options = decode_options or DecodeOptions()
         self._ext = EXTENSIONS[settings.protocol]

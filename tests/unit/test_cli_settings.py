@@ -402,7 +402,7 @@ def test_spark_table_value_of_the_wrong_shape(tmp_path: Path) -> None:
     ("until_caught_up = 2\n",
      "`until_caught_up` in config file {cfg}: expected true/false, 1/0 or yes/no (got 2)"),
     ('protocol = "json"\n',
-     "`protocol` in config file {cfg}: Input should be 'open', 'craft', 'canal-json' or 'simple' (got 'json')"),
+     "`protocol` in config file {cfg}: Input should be 'open', 'craft', 'canal-json', 'simple' or 'csv' (got 'json')"),
 ])
 def test_wrong_type_in_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                        text: str, message: str) -> None:

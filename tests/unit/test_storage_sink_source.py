@@ -8,6 +8,7 @@ changefeed without commit ts; a bad line named by file and line."""
 from __future__ import annotations
 
 import copy
+import json
 import random
 from pathlib import Path
 
@@ -177,3 +178,16 @@ def test_a_bad_line_is_named_by_file_and_line(tmp_path: Path) -> None:
     assert len(errors) == 1
     rec, message = errors[0]
     assert f"{data} line 2" in message and isinstance(rec, Record)
+
+
+def test_status_shows_the_checkpoint_read_and_the_lag(tmp_path: Path) -> None:
+    from replicator.delta.status import Status, storage_sink_view
+
+    (tmp_path / "metadata").write_text(json.dumps({"checkpoint-ts": (1_000_000 << 18) | 5}))
+    assert storage_sink_view("topic-a") is None
+    view = storage_sink_view(f"storage:{tmp_path}")
+    assert view is not None and view["checkpoint_ts"] == (1_000_000 << 18) | 5
+    st = Status("wh", 400_000 << 18, None, None, None, None, {}, storage_sink=view)
+    assert st.to_json()["storage_sink"]["lag_s"] == 600.0
+    missing = storage_sink_view(f"storage:{tmp_path / 'nowhere'}")
+    assert missing is not None and missing["checkpoint_ts"] is None

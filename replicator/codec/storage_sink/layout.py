@@ -43,6 +43,7 @@ DateSeparator = Literal["none", "year", "month", "day"]
 DATE_SEPARATORS: Final = ("none", "year", "month", "day")
 EXTENSIONS: Final = {"csv": ".csv", "canal-json": ".json"}
 METADATA: Final = "metadata"
+SOURCE_PREFIX: Final = "storage:"  # a warehouse's recorded source: `storage:<url of the changefeed>`
 META_DIR: Final = "meta"
 DEFAULT_INDEX_WIDTH: Final = 20  # tiflow's file-index-width default
 
