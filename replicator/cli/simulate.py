@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
+from replicator.cli.common import add_config, add_store_access, settings_from
 from replicator.cli.settings import SimulateCommand, defaults, options
 from replicator.errors import ConfigError
 
@@ -40,7 +42,17 @@ def register(sub: Any) -> None:
                         "references to them (open, canal-json, simple; replicate with --claim-check-storage DIR)")
     p.add_argument("--max-message-bytes", type=int, metavar="BYTES",
                    help=f"TiCDC's max-message-bytes (default {d['max_message_bytes']})")
-    p.set_defaults(handler=lambda ns: simulate(options(SimulateCommand, vars(ns))))
+    add_store_access(p)  # --storage-sink s3a://...: how to reach the store
+    add_config(p)
+    p.set_defaults(handler=_simulate)
+
+
+def _simulate(ns: argparse.Namespace) -> int:
+    from replicator.storage import is_url
+
+    if ns.storage_sink and is_url(ns.storage_sink):
+        settings_from(ns)  # how to reach the store
+    return simulate(options(SimulateCommand, vars(ns)))
 
 
 def simulate(cmd: SimulateCommand) -> int:

@@ -191,3 +191,24 @@ def test_status_shows_the_checkpoint_read_and_the_lag(tmp_path: Path) -> None:
     assert st.to_json()["storage_sink"]["lag_s"] == 600.0
     missing = storage_sink_view(f"storage:{tmp_path / 'nowhere'}")
     assert missing is not None and missing["checkpoint_ts"] is None
+
+
+def test_cli_simulates_and_refuses_what_cannot_be_replicated(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from replicator.cli import main
+
+    sink, expected = tmp_path / "sink", tmp_path / "expected.json"
+    assert main(["simulate", "--protocol", "canal-json", "--storage-sink", str(sink), "--events", "60",
+                 "--expected", str(expected)]) == 0
+    assert (sink / "metadata").exists() and expected.exists() and any(sink.rglob("CDC*.json"))
+    assert main(["run", "--storage-sink", str(sink), "--protocol", "open", "--warehouse", str(tmp_path / "wh")]) == 2
+    assert "--storage-sink needs --protocol csv or canal-json" in capsys.readouterr().err
+    assert main(["replay", "--storage-sink", str(sink), "--protocol", "canal-json", "--warehouse",
+                 str(tmp_path / "wh"), "--from-offsets", "0=1"]) == 2
+    bare = tmp_path / "bare"
+    write_storage_sink(_sim(events=40), str(bare), StorageLayout(csv=CsvConfig(include_commit_ts=False)))
+    capsys.readouterr()
+    assert main(["run", "--storage-sink", str(bare), "--protocol", "csv", "--warehouse", str(tmp_path / "wh2"),
+                 "--until-caught-up"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "include-commit-ts = true" in err[0]
