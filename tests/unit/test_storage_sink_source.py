@@ -11,6 +11,7 @@ import copy
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from replicator.codec.csv.common import CsvConfig
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.window import Windower
 from replicator.errors import ConfigError, DecodeError
-from replicator.events import TP, Record
+from replicator.events import TP, Record, RowChange
 from replicator.progress import Progress
 from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables
@@ -37,8 +38,9 @@ class Replica:
     """The engine's loop in miniature: records -> windower -> steps -> memory warehouse, with the
     progress and the warehouse saved together after every apply (what a kill leaves)."""
 
-    def __init__(self, root: Path, protocol: str) -> None:
-        self.settings = StorageSinkSettings(str(root), protocol=protocol, poll_interval_s=0)  # type: ignore[arg-type]
+    def __init__(self, root: Path, protocol: str, **settings: Any) -> None:
+        self.settings = StorageSinkSettings(str(root), protocol=protocol, poll_interval_s=0,  # type: ignore[arg-type]
+                                            **settings)
         self.saved = (Progress(), MemoryWarehouse())
         self.records = 0
 
@@ -75,14 +77,18 @@ class Replica:
         self.saved = copy.deepcopy((windower.progress, wh))
 
 
-@pytest.mark.parametrize("protocol", ["csv", "canal-json"])
-def test_simulated_storage_sink_replicates_exactly(tmp_path: Path, protocol: str) -> None:
+OTHER_CSV = CsvConfig(delimiter="|~", quote="'", terminator="\n", null="NULL", output_old_value=True,
+                      binary_encoding="hex")
+
+
+@pytest.mark.parametrize(("protocol", "csv"), [("csv", CsvConfig()), ("canal-json", CsvConfig()), ("csv", OTHER_CSV)])
+def test_simulated_storage_sink_replicates_exactly(tmp_path: Path, protocol: str, csv: CsvConfig) -> None:
     sim = _sim()
-    write_storage_sink(sim, str(tmp_path), StorageLayout(protocol=protocol))  # type: ignore[arg-type]
+    write_storage_sink(sim, str(tmp_path), StorageLayout(protocol=protocol, csv=csv))  # type: ignore[arg-type]
     names = {p.name for p in tmp_path.rglob("*")}
     assert any(n.startswith("CDC_") for n in names) and any(n.startswith("CDC_") and n.endswith(".index")
                                                             for n in names)  # a table split in two writers
-    replica = Replica(tmp_path, protocol)
+    replica = Replica(tmp_path, protocol, csv=csv)
     assert replica.run()
     progress, wh = replica.saved
     assert progress.applied_ts == sim.expected.watermark
@@ -212,3 +218,34 @@ def test_cli_simulates_and_refuses_what_cannot_be_replicated(tmp_path: Path,
                  "--until-caught-up"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "include-commit-ts = true" in err[0]
+
+
+def test_partition_and_date_separators(tmp_path: Path) -> None:
+    """Hand-written files in the documented shapes: a partition directory (enable-partition-separator)
+    with month dates, numbers restarting per date, and a table version without date directories."""
+    from replicator.codec.storage_sink.schema import SchemaFile, TableColumn, render_schema_file, schema_file_name
+
+    cols = (TableColumn("id", "INT", "11", nullable=False, is_pk=True), TableColumn("v", "VARCHAR", "8"))
+    first = SchemaFile("db", "t", 100, "CREATE TABLE `db`.`t` (`id` INT NOT NULL, `v` VARCHAR(8), PRIMARY KEY (`id`))",
+                       3, cols)
+    meta = tmp_path / "db" / "t" / "meta"
+    meta.mkdir(parents=True)
+    (meta / schema_file_name(first)).write_bytes(render_schema_file(first))
+    files = {"db/t/100/55/2022-01/CDC000001.csv": [(1, 101, "a"), (2, 102, "b")],
+             "db/t/100/55/2022-01/CDC000002.csv": [(3, 103, "c")],
+             "db/t/100/55/2022-02/CDC000001.csv": [(4, 104, "d")],
+             "db/t/100/66/2022-02/CDC000001.csv": [(5, 105, "e")]}
+    for name, rows in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f'"I","t","db",{ts},{k},"{v}"\r\n' for k, ts, v in rows))
+        index = path.parent / "meta" / "CDC.index"
+        index.parent.mkdir(exist_ok=True)
+        index.write_text(max(p.name for p in path.parent.glob("CDC*.csv")) + "\n")
+    (tmp_path / "metadata").write_text('{"checkpoint-ts": 104}')
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path), date_separator="month", partition_separator=True))
+    source.start({p: None for p in source.partitions()})
+    events = [e for r in source.poll() for e in source.decode(r)]
+    rows = sorted((e.commit_ts, e.columns[0].value) for e in events if isinstance(e, RowChange))
+    assert rows == [(101, 1), (102, 2), (103, 3), (104, 4), (105, 5)]
+    assert sorted(d.key.topic for d in source._data.values()) == ["db/t/100/55", "db/t/100/66"]
