@@ -68,6 +68,7 @@ StorageProtocol = Literal["csv", "canal-json"]
 _ROW: Final = b"row"
 _SCHEMA: Final = b"schema"
 _RESOLVED: Final = b"resolved"
+_BROKEN: Final = b"broken"  # the rest of a data file that cannot be split into records
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,8 @@ class StorageSinkSource:
             return self._schema_events(rec.topic, rec.offset, pos)
         data = self._data[rec.topic]
         where = self.file_line(data, rec.offset)
+        if rec.key == _BROKEN:
+            raise DecodeError(value.decode("utf-8", "replace"), where=f"{where} (the rest of the file is skipped)")
         try:
             events = self._row_events(data, value, pos)
         except MissingCommitTs:
@@ -372,20 +375,22 @@ class StorageSinkSource:
     def _queue_file(self, data: _Data, dkey: int, num: int, path: str, content: bytes, first_line: int) -> None:
         topic = data.tp.topic
         text = content.decode("utf-8", "surrogateescape")
+        if self.settings.protocol == "csv":
+            records = split_records(text, self.settings.csv)
+        else:
+            records = iter([(i + 1, line.rstrip("\r")) for i, line in enumerate(text.split("\n")) if line.strip()])
         try:
-            if self.settings.protocol == "csv":
-                records = list(split_records(text, self.settings.csv))
-            else:
-                records = [(i + 1, line) for i, line in enumerate(text.split("\n")) if line.strip()]
-        except DecodeError as exc:
-            raise DecodeError(exc.what, where=f"{path} {exc.where or ''}".strip()) from None
-        for line, record in records:
-            if line < first_line:
-                continue
-            if self.settings.protocol == "csv" and is_header(record, self.settings.csv):
-                continue
-            value = record.encode("utf-8", "surrogateescape")
-            self._queue.append(Record(topic, 0, fold_offset(dkey, num, line), -1, _ROW, value))
+            for line, record in records:
+                if line < first_line:
+                    continue
+                if self.settings.protocol == "csv" and is_header(record, self.settings.csv):
+                    continue
+                value = record.encode("utf-8", "surrogateescape")
+                self._queue.append(Record(topic, 0, fold_offset(dkey, num, line), -1, _ROW, value))
+        except DecodeError as exc:  # dead-lettered (or stopping the run) like an undecodable record
+            line = int((exc.where or "line 1").rsplit(" ", 1)[-1])
+            if line >= first_line:
+                self._queue.append(Record(topic, 0, fold_offset(dkey, num, line), -1, _BROKEN, exc.what.encode()))
 
     def _check_commit_ts(self) -> None:
         """A CSV changefeed without commit ts cannot be windowed: refuse it before anything applies

@@ -249,3 +249,21 @@ def test_partition_and_date_separators(tmp_path: Path) -> None:
     rows = sorted((e.commit_ts, e.columns[0].value) for e in events if isinstance(e, RowChange))
     assert rows == [(101, 1), (102, 2), (103, 3), (104, 4), (105, 5)]
     assert sorted(d.key.topic for d in source._data.values()) == ["db/t/100/55", "db/t/100/66"]
+
+
+def test_a_file_that_cannot_be_split_is_dead_lettered_from_where_it_breaks(tmp_path: Path) -> None:
+    write_storage_sink(_sim(events=40), str(tmp_path))
+    data = _first_csv(tmp_path)
+    keep = [x for x in data.read_bytes().split(b"\r\n") if x][:-1]
+    data.write_bytes(b"".join(x + b"\r\n" for x in keep) + b'"I","unclosed\r\n')
+    good = len(keep) + 1
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path)))
+    source.start({p: None for p in source.partitions()})
+    mine = [r for r in source.poll() if r.key != b"resolved" and data.parent.parent.name in r.topic]
+    errors = []
+    for r in mine:
+        try:
+            source.decode(r)
+        except DecodeError as exc:
+            errors.append(str(exc))
+    assert len(errors) == 1 and f"{data} line {good}" in errors[0] and "not closed" in errors[0]
