@@ -19,6 +19,7 @@ from replicator.storage.local import LocalFileIO
 from tests.integration.helpers import Background
 from tests.s3_fixtures import S3Server
 
+
 # Small and cheap (each DDL and each step costs Delta commits), yet with a DDL version, a table split
 # in two writers (customers), a table older than the changefeed (orders), a restart's versions and
 # several checkpoints.
