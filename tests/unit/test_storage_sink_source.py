@@ -267,3 +267,28 @@ def test_a_file_that_cannot_be_split_is_dead_lettered_from_where_it_breaks(tmp_p
         except DecodeError as exc:
             errors.append(str(exc))
     assert len(errors) == 1 and f"{data} line {good}" in errors[0] and "not closed" in errors[0]
+
+
+class Listing(LocalFileIO):
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+
+    def children(self, path: str) -> list[str]:
+        self.listed.append(path)
+        return super().children(path)
+
+
+def test_an_idle_pass_lists_no_finished_table_version(tmp_path: Path) -> None:
+    """Listing grows with what is live, not with history: once the checkpoint passed a table's
+    newer version, the older versions' directories are not listed again."""
+    write_storage_sink(_sim(events=300), str(tmp_path))
+    io = Listing()
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path), poll_interval_s=0), io)
+    source.start({p: None for p in source.partitions()})
+    while not source.caught_up():
+        source.poll()
+    done = {str(tmp_path / k.directory) for k in source._done}
+    assert len(done) >= 3
+    io.listed.clear()
+    source.poll()  # an idle pass: nothing new
+    assert io.listed and not [p for p in io.listed if any(p.startswith(d) for d in done)]
