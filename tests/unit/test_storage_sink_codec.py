@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -186,7 +187,7 @@ def images(draw: st.DrawFn) -> tuple[Column, ...]:
     cols = []
     for (col, values), (name, code, flags) in zip(KINDS, SHAPE.columns, strict=True):
         nullable = col.nullable and not col.is_pk
-        value: Value = draw(st.none() | values) if nullable else draw(values)
+        value = cast(Value, draw(st.none() | values) if nullable else draw(values))
         cols.append(Column(name, code, flags, value))
     return tuple(cols)
 

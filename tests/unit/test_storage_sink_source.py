@@ -246,8 +246,8 @@ def test_partition_and_date_separators(tmp_path: Path) -> None:
     source = StorageSinkSource(StorageSinkSettings(str(tmp_path), date_separator="month", partition_separator=True))
     source.start({p: None for p in source.partitions()})
     events = [e for r in source.poll() for e in source.decode(r)]
-    rows = sorted((e.commit_ts, e.columns[0].value) for e in events if isinstance(e, RowChange))
-    assert rows == [(101, 1), (102, 2), (103, 3), (104, 4), (105, 5)]
+    got = sorted((e.commit_ts, e.columns[0].value) for e in events if isinstance(e, RowChange))
+    assert got == [(101, 1), (102, 2), (103, 3), (104, 4), (105, 5)]
     assert sorted(d.key.topic for d in source._data.values()) == ["db/t/100/55", "db/t/100/66"]
 
 
