@@ -57,7 +57,7 @@ from replicator.codec.storage_sink.layout import (
 from replicator.codec.storage_sink.schema import SchemaFile, parse_schema_file, parse_schema_name
 from replicator.codec.values import DecodeOptions
 from replicator.ddl_classify import classify_ddl
-from replicator.errors import ConfigError, DecodeError
+from replicator.errors import ConfigError, DecodeError, StorageError
 from replicator.events import TP, DdlCode, DdlEvent, Event, Position, Record, Resolved, RowChange
 from replicator.storage.fileio import FileIO, normalise_root
 from replicator.storage.stores import fileio_for
@@ -386,11 +386,20 @@ class StorageSinkSource:
                 if self.settings.protocol == "csv" and is_header(record, self.settings.csv):
                     continue
                 value = record.encode("utf-8", "surrogateescape")
-                self._queue.append(Record(topic, 0, fold_offset(dkey, num, line), -1, _ROW, value))
+                self._queue.append(Record(topic, 0, self._offset(path, dkey, num, line), -1, _ROW, value))
         except DecodeError as exc:  # dead-lettered (or stopping the run) like an undecodable record
             line = int((exc.where or "line 1").rsplit(" ", 1)[-1])
             if line >= first_line:
-                self._queue.append(Record(topic, 0, fold_offset(dkey, num, line), -1, _BROKEN, exc.what.encode()))
+                self._queue.append(Record(topic, 0, self._offset(path, dkey, num, line), -1, _BROKEN,
+                                          exc.what.encode()))
+
+    @staticmethod
+    def _offset(path: str, dkey: int, num: int, line: int) -> int:
+        try:
+            return fold_offset(dkey, num, line)
+        except ValueError as exc:
+            raise StorageError(f"{path} line {line}: cannot be given a position: {exc}; nothing past it is "
+                               "applied (report this layout)") from None
 
     def _check_commit_ts(self) -> None:
         """A CSV changefeed without commit ts cannot be windowed: refuse it before anything applies

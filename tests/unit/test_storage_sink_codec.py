@@ -17,6 +17,9 @@ from replicator.codec.csv.common import CsvConfig, split_fields, split_records
 from replicator.codec.csv.decoder import MissingCommitTs, TableShape, decode_record, is_header
 from replicator.codec.csv.encoder import encode_row
 from replicator.codec.storage_sink.layout import (
+    DATE_MASK,
+    LINE_MASK,
+    NUM_MASK,
     DataFile,
     date_key,
     fold_offset,
@@ -56,12 +59,15 @@ def test_data_index_and_metadata_files() -> None:
 
 
 def test_dates_order_and_positions_fold_in_reading_order() -> None:
-    assert date_key("2022-01-02", "day") == 20220102 and date_key("2022-01", "month") == 20220100
-    assert date_key("2022", "year") == 20220000 and date_key("2022-01", "day") is None
-    assert date_key("2022", "none") is None
+    assert date_key("2022-01-02", "day") == 18994 and date_key("2022-01", "month") == 18993
+    assert date_key("2022", "year") == 18993 and date_key("2022-01", "day") is None
+    assert date_key("2022", "none") is None and date_key("2022-13", "month") is None
+    assert fold_offset(DATE_MASK, NUM_MASK, LINE_MASK) < 1 << 63  # the dead-letter table's BIGINT
+    with pytest.raises(ValueError, match="out of range"):
+        fold_offset(0, 1, LINE_MASK + 1)
 
 
-@given(st.lists(st.tuples(st.integers(0, 99991231), st.integers(0, (1 << 48) - 1), st.integers(0, (1 << 32) - 1)),
+@given(st.lists(st.tuples(st.integers(0, DATE_MASK), st.integers(0, NUM_MASK), st.integers(0, LINE_MASK)),
                 min_size=2, max_size=6))
 def test_offsets_fold_and_unfold(positions: list[tuple[int, int, int]]) -> None:
     for p in positions:

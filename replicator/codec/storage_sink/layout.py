@@ -55,10 +55,16 @@ _DATE_RES: Final[dict[str, re.Pattern[str]]] = {
     "day": re.compile(r"(?P<y>[0-9]{4})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})\Z"),
 }
 
-LINE_BITS: Final = 32
-NUM_BITS: Final = 48
+# An offset must fit a signed 64-bit integer (the dead-letter table's BIGINT): 16 bits of date (days
+# since 1970, to 2149), 24 of file number (16M files per date directory and writer), 23 of line
+# (8M records per file: TiCDC's 64 MiB files hold fewer).
+DATE_BITS: Final = 16
+NUM_BITS: Final = 24
+LINE_BITS: Final = 23
 LINE_MASK: Final = (1 << LINE_BITS) - 1
 NUM_MASK: Final = (1 << NUM_BITS) - 1
+DATE_MASK: Final = (1 << DATE_BITS) - 1
+_EPOCH: Final = dt.date(1970, 1, 1)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -122,15 +128,20 @@ def render_metadata(checkpoint_ts: int) -> bytes:
 
 
 def date_key(name: str, separator: DateSeparator) -> int | None:
-    """A date directory's name as an increasing number (yyyymmdd, missing parts 0); None: not a date
-    directory of this separator. With `none` there are no date directories (0)."""
+    """A date directory's name as an increasing number (days since 1970 of its first day); None:
+    not a date directory of this separator (with `none` there are none: the key is 0)."""
     if separator == "none":
         return None
     m = _DATE_RES[separator].match(name)
     if m is None:
         return None
     parts = m.groupdict()
-    return int(parts["y"]) * 10000 + int(parts.get("m") or 0) * 100 + int(parts.get("d") or 0)
+    try:
+        day = dt.date(int(parts["y"]), int(parts.get("m") or 1), int(parts.get("d") or 1))
+    except ValueError:
+        return None
+    key = (day - _EPOCH).days
+    return key if 0 <= key <= DATE_MASK else None
 
 
 def date_dir(when: dt.datetime, separator: DateSeparator) -> str:
@@ -145,9 +156,10 @@ def date_dir(when: dt.datetime, separator: DateSeparator) -> str:
 
 
 def fold_offset(date: int, num: int, line: int) -> int:
-    """(date key, file number, line) -> one engine offset, increasing in reading order."""
-    if not (0 <= num <= NUM_MASK and 0 <= line <= LINE_MASK and date >= 0):
-        raise ValueError(f"position date {date} file {num} line {line} is out of range")
+    """(date key, file number, line) -> one engine offset, increasing in reading order, below 2**63."""
+    if not (0 <= num <= NUM_MASK and 0 <= line <= LINE_MASK and 0 <= date <= DATE_MASK):
+        raise ValueError(f"position date {date} file {num} line {line} is out of range (at most {DATE_MASK} days, "
+                         f"{NUM_MASK} files per date directory, {LINE_MASK} lines per file)")
     return (date << (NUM_BITS + LINE_BITS)) | (num << LINE_BITS) | line
 
 
