@@ -36,10 +36,10 @@ class Recording(LocalFileIO):
         self.writes.append((path, data))
 
 
-def _engine(url: str, protocol: str, warehouse: Path, spark: Any, *, follow: bool) -> Engine:
+def _engine(url: str, protocol: str, warehouse: Path, spark: Any, *, follow: bool, **kw: Any) -> Engine:
     source = StorageSinkSource(StorageSinkSettings(url, protocol=protocol, poll_interval_s=0.2))  # type: ignore[arg-type]
     opts = RunOptions(warehouse=str(warehouse), protocol=protocol, until_caught_up=not follow,  # type: ignore[arg-type]
-                      progress=False, flush_interval_s=0.2)
+                      progress=False, flush_interval_s=0.2, **kw)
     return Engine(source, opts, spark=spark)
 
 
@@ -81,3 +81,20 @@ def test_canal_json_changefeed_in_s3(s3_store: S3Server, spark: Any, tmp_path: P
     summary = _engine(url, "canal-json", tmp_path / "wh", spark, follow=False).run()
     assert summary.watermark == sim.expected.watermark and summary.dead_letters == 0
     assert compare_tables(sim.expected, read_warehouse(spark, tmp_path / "wh")) == []
+
+
+def test_a_bad_record_is_a_dead_letter_naming_its_stream_and_line(spark: Any, tmp_path: Path) -> None:
+    from replicator.delta.deadletter import read_dead_letters
+    from replicator.delta.warehouse import Warehouse
+
+    sink = tmp_path / "sink"
+    write_storage_sink(Simulation(SimConfig(protocol="open", events=30, seed=2, tables=2, ddl="none")), str(sink))
+    data = min(p for p in sink.rglob("CDC*.csv") if not p.name.startswith("CDC_"))
+    lines = data.read_bytes().split(b"\r\n")
+    lines[0] = b'"I","broken"'
+    data.write_bytes(b"\r\n".join(lines))
+    summary = _engine(str(sink), "csv", tmp_path / "wh", spark, follow=False, on_error="skip").run()
+    assert summary.dead_letters == 1
+    (dead,) = read_dead_letters(spark, Warehouse(str(tmp_path / "wh")))
+    assert dead["topic"] == data.parent.parent.relative_to(sink).as_posix() and dead["value"] == b'"I","broken"'
+    assert f"{data} line 1" in str(dead["error"])
