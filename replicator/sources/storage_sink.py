@@ -82,7 +82,7 @@ class StorageSinkSettings:
     partition_separator: bool = False
     poll_interval_s: float = 2.0  # a follower re-reads `metadata` this often
     poll_max_records: int = 5000
-    from_ts: int = 0  # replay: rows and DDLs below this commit ts are left out
+    from_ts: int = 0  # replay: rows below this commit ts are left out (every DDL is kept: exact schemas)
 
 
 @dataclass
@@ -215,8 +215,6 @@ class StorageSinkSource:
     def _schema_events(self, topic: str, version: int, pos: Position) -> list[Event]:
         meta = self._meta[topic]
         sf = meta.versions[version]
-        if version < self.settings.from_ts:
-            return []
         if sf.has_ddl:
             code = sf.ddl_type or classify_ddl(sf.query)
             return [DdlEvent(version, sf.schema, sf.table, code, sf.query, position=pos)]

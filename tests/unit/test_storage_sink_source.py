@@ -292,3 +292,21 @@ def test_an_idle_pass_lists_no_finished_table_version(tmp_path: Path) -> None:
     io.listed.clear()
     source.poll()  # an idle pass: nothing new
     assert io.listed and not [p for p in io.listed if any(p.startswith(d) for d in done)]
+
+
+def test_replay_from_a_commit_ts_keeps_every_ddl_and_the_rows_from_there(tmp_path: Path) -> None:
+    from replicator.events import DdlEvent
+
+    write_storage_sink(_sim(events=120), str(tmp_path))
+
+    def events(from_ts: int) -> list[Any]:
+        source = StorageSinkSource(StorageSinkSettings(str(tmp_path), from_ts=from_ts))
+        source.start({p: None for p in source.partitions()})
+        return [e for r in source.poll() for e in source.decode(r)]
+
+    everything = events(0)
+    rows = sorted(e.commit_ts for e in everything if isinstance(e, RowChange))
+    cut = rows[len(rows) // 2]
+    later = events(cut)
+    assert [e for e in later if isinstance(e, DdlEvent)] == [e for e in everything if isinstance(e, DdlEvent)]
+    assert sorted(e.commit_ts for e in later if isinstance(e, RowChange)) == [ts for ts in rows if ts >= cut]
