@@ -67,6 +67,7 @@ def test_dates_order_and_positions_fold_in_reading_order() -> None:
         fold_offset(0, 1, LINE_MASK + 1)
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.integers(0, DATE_MASK), st.integers(0, NUM_MASK), st.integers(0, LINE_MASK)),
                 min_size=2, max_size=6))
 def test_offsets_fold_and_unfold(positions: list[tuple[int, int, int]]) -> None:
