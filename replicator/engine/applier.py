@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("replicator")
 
+# Protocols whose messages name the operation, so an INSERT is an insert (engine/merging.py): the
+# Open Protocol and Craft write an update without old values exactly like an insert.
+NAMES_INSERTS = ("canal-json", "simple", "csv")
+
 
 class WarehouseApplier:
     """The loop's `Applier`: steps become Delta MERGEs / DDL changes, progress goes to state.json
@@ -239,7 +243,7 @@ class WarehouseApplier:
         mode, state = self.options.fresh_inserts, self.state
         if mode == "merge" or (state.merge_only and mode != "append"):
             return "off"
-        if mode == "append" or state.pre_images or self.options.protocol in ("canal-json", "simple"):
+        if mode == "append" or state.pre_images or self.options.protocol in NAMES_INSERTS:
             return "trusted"
         return "proof"
 
