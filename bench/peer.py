@@ -263,11 +263,12 @@ def bench_peer(cfg: BenchConfig, bootstrap: str, e2e: dict[str, Any], scratch: P
     replicator's run on it (same stream, same machine, same bench run)."""
     out: dict[str, Any] = {}
     for protocol, res in e2e.items():
-        stream = res["stream"]
+        stream, kind = res["stream"], res.get("stream_kind", "standard")
+        name, tag = (protocol, "") if kind == "standard" else (f"{kind} {protocol}", f"-{kind}")
         max_offsets = max_offsets_for(cfg, int(stream["records"]), int(res["run"]["summary"]["rows"]))
-        log.info("peer %s: Structured Streaming, AvailableNow, maxOffsetsPerTrigger %d", protocol, max_offsets)
-        run = runner(bootstrap, stream["topic"], protocol, scratch / f"peer-{protocol}", max_offsets, scratch)
-        log.info("peer %s: %.1f s wall, %d batches, %d MERGEs", protocol, run["wall_s"], len(run["batches"]),
+        log.info("peer %s: Structured Streaming, AvailableNow, maxOffsetsPerTrigger %d", name, max_offsets)
+        run = runner(bootstrap, stream["topic"], protocol, scratch / f"peer{tag}-{protocol}", max_offsets, scratch)
+        log.info("peer %s: %.1f s wall, %d batches, %d MERGEs", name, run["wall_s"], len(run["batches"]),
                  run["merges"])
         out[protocol] = {"topic": stream["topic"], "run": run}
     return out
