@@ -1,9 +1,10 @@
-"""The end-to-end streams side by side: each against a plain append and the peer.
+"""The end-to-end streams side by side, and the Spark jobs each kind of Delta commit took.
 
 Why: the standard stream MERGEs into every table; the insert-heavy one (append-only tables and one
 mixed table) is the shape where the engine can write a plain Delta append instead of a MERGE (one
 Spark job against about a dozen). Each stream next to a plain append of its final rows and to the
-foreachBatch peer shows what that path is worth.
+foreachBatch peer, and the jobs per commit by kind (from the run summaries' ``commits``), show what
+that path is worth. A summary without those fields (a build before them) shows "n/a".
 """
 
 from __future__ import annotations
@@ -14,8 +15,24 @@ from typing import Any
 from bench.common import STREAMS, stream_key
 from bench.targets import fmt, rate
 
+COMMIT_KINDS: tuple[tuple[str, str], ...] = (("append", "append"), ("merge", "MERGE"), ("ddl", "DDL"))
+"""(summary key, label) of the commit kinds the summary counts, in the report's order."""
+
 Run = tuple[str, str, dict[str, Any], "dict[str, Any] | None"]
 """(stream, protocol, its end-to-end result, its peer result or None)."""
+
+
+def commits(summary: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
+    """The run's Delta commits by kind, each {count, jobs, seconds}; None when the summary has none."""
+    raw = summary.get("commits")
+    if not isinstance(raw, Mapping):
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for kind, figures in raw.items():
+        if isinstance(figures, Mapping):
+            out[str(kind)] = {"count": int(figures.get("count", 0)), "jobs": int(figures.get("jobs", 0)),
+                              "seconds": float(figures.get("seconds", 0.0))}
+    return out
 
 
 def stream_runs(results: Mapping[str, Any]) -> list[Run]:
@@ -88,3 +105,34 @@ def render_streams_md(results: Mapping[str, Any]) -> list[str]:
     row("result equals the expected tables: replicator / peer", lambda r, p: f"{_verdict(r)} / {_verdict(p)}")
     return lines
 
+
+def render_jobs_md(results: Mapping[str, Any]) -> list[str]:
+    """## 2c: Spark jobs and seconds per Delta commit, by kind, for every end-to-end run."""
+    runs = stream_runs(results)
+    if not runs:
+        return []
+    lines = [
+        "",
+        "## 2c. Spark jobs per Delta commit (end to end)",
+        "",
+        "From each end-to-end run's summary (`commits`): the Delta statements it committed by kind (a plain "
+        "append, a MERGE, a DDL), the Spark jobs they ran (counted from Spark's status store) and their wall "
+        "seconds. A MERGE runs about a dozen jobs (scan for matches, rewrite, statistics); an append one. "
+        "\"n/a\": the run's summary has no commit counts.",
+        "",
+        "| stream | protocol | commit | commits | Spark jobs | **jobs per commit** | seconds | **s per commit** |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for stream, protocol, res, _ in runs:
+        counted = commits(res["run"]["summary"])
+        if counted is None:
+            lines.append(f"| {stream} | {protocol} | all | n/a | n/a | n/a | n/a | n/a |")
+            continue
+        for kind, label in COMMIT_KINDS:
+            c = counted.get(kind, {"count": 0, "jobs": 0, "seconds": 0.0})
+            n = c["count"]
+            per_jobs = f"**{c['jobs'] / n:.1f}**" if n else "–"
+            per_s = f"**{c['seconds'] / n:.2f} s**" if n else "–"
+            lines.append(f"| {stream} | {protocol} | {label} | {n:,.0f} | {c['jobs']:,.0f} | {per_jobs} | "
+                         f"{c['seconds']:.1f} s | {per_s} |")
+    return lines

@@ -1,10 +1,11 @@
 """Smoke test of `make bench`'s code paths at a tiny size (the benchmark itself is never part of
 `make test`): every section's measuring code runs (the end-to-end section and the peer on both
-streams, standard and insert-heavy), the replicated result is verified, and the report and chart
-are written. The replicator, the Structured Streaming peer and the follower run
-in-process here (the bench runs them as subprocesses to sample their memory and, for the follower,
-to stop it with SIGTERM); the objectstore section uses the tests' shared S3-compatible server instead
-of one of its own; the RSS sampler is checked on a small child of its own."""
+streams, standard and insert-heavy), the replicated result is verified, and the report (with its
+jobs-per-commit table) and chart are written. The replicator, the Structured Streaming peer and the
+follower run in-process here (the bench runs them as subprocesses to sample their memory and, for
+the follower, to stop it with SIGTERM); the objectstore section uses the tests' shared
+S3-compatible server instead of one of its own; the RSS sampler is checked on a small child of its
+own."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from bench.follower import bench_follower, finish_follower
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
 from bench.reader import bench_reader, finish_reader
+from bench.streams import commits
 from bench.tables import bench_tables, finish_tables
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.sources.kafka import KafkaSettings, KafkaSource
@@ -166,6 +168,10 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     assert heavy["append"]["rows"] == sum(t["rows"] for t in heavy["files"].values()) >= stats["inserts"] * 0.8
     heavy_peer = results["peer_insert_heavy"]["craft"]
     assert heavy_peer["run"]["rows"] == summary["rows"] and "verified" in heavy_peer
+    counted = commits(summary)  # the engine's commit counts by kind, once its summary carries them
+    if counted is not None:
+        assert sum(int(c["count"]) for c in counted.values()) >= 1
+        assert all(c["jobs"] >= c["count"] for k, c in counted.items() if k in ("append", "merge")), counted
     tables = results["tables"]
     assert set(tables["runs"]) == {"1", "2"} and all(r["verified"] for r in tables["runs"].values())
     assert tables["runs"]["2"]["steps"]["ddl"] == 2 and tables["runs"]["2"]["steps"]["windows"] >= 1
@@ -187,15 +193,22 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     assert objectstore["ratio"] > 0 and set(objectstore["best"]) == {"local", "s3"}
     assert {k: os.environ.get(k) for k in s3_server.env()} == env_before, "the environment is restored"
     md = (cfg.out / "results.md").read_text()
-    headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 2b. End to end by stream", "## 3. Scale",
-                "## Table features", "## 4. Resources", "## 6. The peer", "## 7. Many tables", "## 8. Follower lag",
-                "## 9. The Spark reader", "## 10. Object store")
+    headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 2b. End to end by stream",
+                "## 2c. Spark jobs per Delta commit", "## 3. Scale", "## Table features", "## 4. Resources",
+                "## 6. The peer", "## 7. Many tables", "## 8. Follower lag", "## 9. The Spark reader",
+                "## 10. Object store")
     at = [md.find(heading) for heading in headings]
     assert -1 not in at and at == sorted(at), at  # every block, in the report's order
     assert "s3a:// warehouse rows/s >= 0.6x a local warehouse's (craft" in md
     assert "end-to-end rows/s >= half the plain-append rate (insert-heavy, craft)" in md
     assert "replicator rows/s >= 1.5x the Structured Streaming peer's (insert-heavy, craft)" in md
     assert "| | standard craft | insert-heavy craft |" in md
+    # The jobs-per-commit table: a row per commit kind, or one "n/a" row from a summary without counts.
+    jobs = [line.split(" | ")[2:] for line in md.splitlines() if line.startswith("| insert-heavy | craft |")]
+    if counted is None:
+        assert jobs == [["all", "n/a", "n/a", "n/a", "n/a", "n/a |"]]
+    else:
+        assert [j[0] for j in jobs] == ["append", "MERGE", "DDL"]
     assert (cfg.out / "results.png").stat().st_size > 10_000
 
 

@@ -1,5 +1,5 @@
-"""The bench's per-stream block and targets (pure, no Spark): ratios against the plain append and
-the peer, and "n/a" where a run summary lacks the engine's append / MERGE split."""
+"""The bench's per-stream and jobs-per-commit blocks (pure, no Spark): figures from run summaries
+with commit counts, and "n/a" from summaries of builds without them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bench.common import stream_key, stream_shape
-from bench.streams import render_streams_md
+from bench.streams import commits, render_jobs_md, render_streams_md
 from bench.targets import targets
 
 
@@ -29,6 +29,16 @@ def results() -> dict[str, Any]:
             "peer": {"open": {"run": {"rows": 1000, "wall_s": 20.0}, "verified": False, "diff_count": 3}},
             "e2e_insert_heavy": {"open": _e2e(1000, 4.0, 500.0, NEW)},
             "peer_insert_heavy": {"open": {"run": {"rows": 1000, "wall_s": 16.0}, "verified": True}}}
+
+
+def test_jobs_per_commit_by_kind_and_na_without_counts() -> None:
+    md = "\n".join(render_jobs_md(results()))
+    assert "| standard | open | all | n/a | n/a | n/a | n/a | n/a |" in md  # a summary without commits
+    assert "| insert-heavy | open | append | 8 | 8 | **1.0** | 2.0 s | **0.25 s** |" in md
+    assert "| insert-heavy | open | MERGE | 2 | 24 | **12.0** | 3.0 s | **1.50 s** |" in md
+    assert "| insert-heavy | open | DDL | 5 | 0 | **0.0** | 1.5 s | **0.30 s** |" in md
+    assert commits({"commits": {"merge": {"count": 1}}}) == {"merge": {"count": 1, "jobs": 0, "seconds": 0.0}}
+    assert commits({}) is None
 
 
 def test_streams_block_ratios_against_append_and_peer() -> None:
