@@ -117,7 +117,10 @@ def render_jobs_md(results: Mapping[str, Any]) -> list[str]:
         "",
         "From each end-to-end run's summary (`commits`): the Delta statements it committed by kind (a plain "
         "append, a MERGE, a DDL), the Spark jobs they ran (counted from Spark's status store) and their wall "
-        "seconds. A MERGE runs about a dozen jobs (scan for matches, rewrite, statistics); an append one. "
+        "seconds, summed over statements that run concurrently across tables (so a sum can exceed the run's "
+        "wall time). A MERGE runs about a dozen jobs (scan for matches, rewrite, statistics); an append one. A "
+        "catch-up that fits in one step (`--events` at most `--max-buffer-rows`) creates every table in that "
+        "step and appends into all of them, mixed or not: MERGEs need later steps. "
         "\"n/a\": the run's summary has no commit counts.",
         "",
         "| stream | protocol | commit | commits | Spark jobs | **jobs per commit** | seconds | **s per commit** |",
