@@ -20,7 +20,10 @@ Sections:
 2. end to end: a simulated stream produced into a local broker started here (own temp dir, free
    ports), ``replicator run --until-caught-up`` as a subprocess (so its RSS and its JVM's can be
    sampled), checked against the simulator's expected tables; baselines in the same run: a plain
-   Delta append of the same final rows, and consume-only / consume+decode throughput.
+   Delta append of the same final rows, and consume-only / consume+decode throughput. Two streams
+   (``--streams``): the standard one and an insert-heavy one (four insert-only tables, one mixed),
+   side by side with their append and peer ratios, and the Spark jobs per Delta commit by kind
+   (append, MERGE, DDL) from the run summaries.
 3. scale: one MERGE of a fixed 10,000-change set into tables of 100k, 1M and 10M rows, with and
    without the key-range file pruning of ``replicator/delta/merge.py``.
 4. resources: peak RSS of the driver and its JVM; data files per table after the run.
@@ -40,7 +43,8 @@ Modules: ``common`` (configuration, machine, timers), ``procs`` (RSS and CPU fro
 subprocesses' environment), one per section (``codecs``, ``e2e``, ``scale``, ``features``,
 ``profiling``, ``peer``, ``tables``, ``follower``, ``reader``, ``objectstore``), ``sections`` (the
 registry: where sections are registered and run), ``report`` (markdown, JSON; the chart is
-``chart``, the targets ``targets``), ``cli`` (``python -m bench``).
+``chart``, the targets ``targets``, the end-to-end streams and jobs-per-commit blocks ``streams``),
+``cli`` (``python -m bench``).
 
 Run: ``make bench`` (``BENCH_ARGS="--events 100000"``) or ``python -m bench --help``.
 """

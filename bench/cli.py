@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchConfig, machine_info
+from bench.common import INSERT_ONLY_TABLES, STREAMS, BenchConfig, machine_info
 from bench.report import jsonable, write_outputs
 from bench.sections import run_sections, section_names
 from replicator.codec import PROTOCOLS
@@ -45,6 +45,9 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--protocols", default=None,
                    help=f"end-to-end protocols (default {','.join(PROTOCOLS)}; the objectstore section: craft "
                    "unless given)")
+    p.add_argument("--streams", default=",".join(STREAMS),
+                   help=f"end-to-end streams, each replicated and run by the peer on every protocol (default "
+                   f"{','.join(STREAMS)}: every table mixed; {INSERT_ONLY_TABLES} insert-only tables and one mixed)")
     p.add_argument("--sections", default=",".join(section_names()), help="which sections (default all)")
     p.add_argument("--scale-sizes", help="table sizes for the MERGE scale section (default 100000,1000000,10000000; "
                    "--quick: 100000,300000,1000000)")
@@ -87,11 +90,15 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.objectstore_events = a.objectstore_events
     cfg.objectstore_pairs = a.objectstore_pairs if a.objectstore_pairs is not None else (1 if a.quick else 2)
     cfg.sections = tuple(x.strip() for x in a.sections.split(",") if x.strip())
+    cfg.streams = tuple(dict.fromkeys(x.strip() for x in a.streams.split(",") if x.strip()))
     if a.table_features:
         os.environ["REPLICATOR_TABLE_FEATURES"] = a.table_features
-    unknown = set(cfg.sections) - set(section_names()) | set(cfg.protocols) - set(PROTOCOLS)
+    unknown = set(cfg.sections) - set(section_names()) | set(cfg.protocols) - set(PROTOCOLS) | set(cfg.streams) - set(
+        STREAMS)
     if unknown:
-        p.error(f"unknown section or protocol: {', '.join(sorted(unknown))}")
+        p.error(f"unknown section, protocol or stream: {', '.join(sorted(unknown))}")
+    if not cfg.streams:
+        p.error(f"--streams takes one or more of {', '.join(STREAMS)}")
     if cfg.objectstore_pairs < 1 or (cfg.objectstore_events is not None and cfg.objectstore_events < 1):
         p.error("--objectstore-pairs and --objectstore-events must be >= 1")
     if "peer" in cfg.sections and "e2e" not in cfg.sections:

@@ -27,6 +27,27 @@ from replicator.codec import PROTOCOLS
 
 log = logging.getLogger("bench")
 
+STREAMS: tuple[str, ...] = ("standard", "insert-heavy")
+"""The end-to-end section's streams: ``standard`` (every table takes inserts, updates and deletes)
+and ``insert-heavy`` (`INSERT_ONLY_TABLES` append-only tables and one mixed table), the shape where
+a plain Delta append can stand in for a MERGE."""
+INSERT_ONLY_TABLES = 4
+
+
+def stream_key(section: str, stream: str) -> str:
+    """Where a stream's figures live in the results: ``e2e`` / ``peer`` for the standard stream (the
+    keys older reports and the targets read), ``e2e_insert_heavy`` / ``peer_insert_heavy`` else."""
+    return section if stream == "standard" else f"{section}_{stream.replace('-', '_')}"
+
+
+def stream_shape(stream: str, tables: int) -> tuple[int, int]:
+    """The simulator's (tables, append-only tables) for a stream (`tables`: the standard one's)."""
+    if stream == "insert-heavy":
+        return INSERT_ONLY_TABLES + 1, INSERT_ONLY_TABLES
+    if stream != "standard":
+        raise ValueError(f"unknown stream {stream!r}: {', '.join(STREAMS)}")
+    return tables, 0
+
 
 @dataclass
 class BenchConfig:
@@ -36,6 +57,7 @@ class BenchConfig:
     tables: int = 10
     partitions: int = 3
     protocols: tuple[str, ...] = PROTOCOLS
+    streams: tuple[str, ...] = STREAMS  # the end-to-end (and peer) streams, each on every protocol
     sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "scale",
                                  "features", "schema", "profile")  # names in bench.sections.SECTIONS
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import BenchConfig, log, run_args
+from bench.common import BenchConfig, log, run_args, stream_shape
 from bench.procs import run_sampled
 from replicator.events import RowChange
 
@@ -24,19 +24,22 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def _simulate(cfg: BenchConfig, protocol: str, events: int, seed: int) -> Any:
+def _simulate(cfg: BenchConfig, protocol: str, events: int, seed: int, stream: str) -> Any:
     from replicator.sim.simulate import SimConfig, Simulation
 
+    tables, insert_only = stream_shape(stream, cfg.tables)
     return Simulation(SimConfig(protocol=protocol, seed=seed, events=events,  # type: ignore[arg-type]
-                                partitions=cfg.partitions, tables=cfg.tables, ddl="none"))
+                                partitions=cfg.partitions, tables=tables, insert_only=insert_only, ddl="none"))
 
 
-def produce_stream(cfg: BenchConfig, bootstrap: str, protocol: str, events: int, seed: int) -> dict[str, Any]:
-    """Simulate `events` row changes and produce them into a new topic; returns topic + expected."""
+def produce_stream(cfg: BenchConfig, bootstrap: str, protocol: str, events: int, seed: int,
+                   stream: str = "standard") -> dict[str, Any]:
+    """Simulate `events` row changes of a `stream` (`bench.common.STREAMS`) and produce them into a
+    new topic; returns topic + expected."""
     from replicator.sim.simulate import produce
 
-    sim = _simulate(cfg, protocol, events, seed)
-    topic = f"bench-{protocol}-{uuid.uuid4().hex[:8]}"
+    sim = _simulate(cfg, protocol, events, seed, stream)
+    topic = f"bench-{'' if stream == 'standard' else stream + '-'}{protocol}-{uuid.uuid4().hex[:8]}"
     t0 = time.perf_counter()
     report = produce(sim, bootstrap, topic, progress=lambda n: log.info("produced %d records", n))
     return {"topic": topic, "records": report.total, "produce_s": time.perf_counter() - t0,
@@ -174,19 +177,24 @@ def append_baseline(spark: SparkSession, warehouse: Path, scratch: Path) -> dict
 Runner = Callable[[str, str, str, Path, int, Path], dict[str, Any]]
 
 
-def bench_e2e(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Runner | None = None) -> dict[str, Any]:
-    """Section 2 (Spark-free part): per protocol, produce, run the replicator, consume baselines.
-    `runner` is `run_replicator` (a subprocess) unless given; the smoke test passes an in-process one."""
+def bench_e2e(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Runner | None = None,
+              stream: str = "standard") -> dict[str, Any]:
+    """Section 2 (Spark-free part): per protocol, produce a `stream` (`bench.common.STREAMS`), run
+    the replicator, consume baselines. `runner` is `run_replicator` (a subprocess) unless given; the
+    smoke test passes an in-process one."""
     runner = runner or functools.partial(run_replicator, extra=run_args(cfg))
+    standard = stream == "standard"
     out: dict[str, Any] = {}
     for i, protocol in enumerate(cfg.protocols):
-        log.info("e2e %s: simulating %d row changes into the broker", protocol, cfg.events)
-        stream = produce_stream(cfg, bootstrap, protocol, cfg.events, cfg.seed + i)
-        warehouse = scratch / f"wh-{protocol}"
-        log.info("e2e %s: replicator run --until-caught-up", protocol)
-        run = runner(bootstrap, stream["topic"], protocol, warehouse, cfg.max_buffer_rows, scratch)
-        log.info("e2e %s: %.1f s wall", protocol, run["wall_s"])
-        out[protocol] = {"stream": stream, "run": run, "warehouse": str(warehouse)}
+        name = _name({"stream_kind": stream}, protocol)
+        log.info("e2e %s: simulating %d row changes into the broker", name, cfg.events)
+        produced = produce_stream(cfg, bootstrap, protocol, cfg.events, cfg.seed + i + (0 if standard else 100),
+                                  stream)
+        warehouse = scratch / (f"wh-{protocol}" if standard else f"wh-{stream}-{protocol}")
+        log.info("e2e %s: replicator run --until-caught-up", name)
+        run = runner(bootstrap, produced["topic"], protocol, warehouse, cfg.max_buffer_rows, scratch)
+        log.info("e2e %s: %.1f s wall", name, run["wall_s"])
+        out[protocol] = {"stream_kind": stream, "stream": produced, "run": run, "warehouse": str(warehouse)}
     # Baselines: best of N passes, round-robin over the protocols so that load bursts hit both.
     passes: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for _ in range(1 if cfg.quick else 3):
@@ -199,26 +207,36 @@ def bench_e2e(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Runner | 
     return out
 
 
-def finish_e2e(spark: SparkSession, e2e: dict[str, Any], scratch: Path, rounds: int = 2) -> None:
-    """Section 2 (Spark part, after the subprocesses): verify, append baseline, file counts."""
+def finish_e2e(spark: SparkSession, *streams: dict[str, Any], scratch: Path, rounds: int = 2) -> None:
+    """Section 2 (Spark part, after the subprocesses): verify, append baseline, file counts, for
+    every stream's runs (each `bench_e2e`'s result) at once, so that their appends share the
+    warm-up and are timed round-robin (a later stream's appends would otherwise run warmer)."""
     from replicator.sim.simcheck import check_warehouse
 
-    for protocol, res in e2e.items():
+    runs = [(_name(res, protocol), res) for e2e in streams for protocol, res in e2e.items()]
+    for name, res in runs:
         warehouse = Path(res["warehouse"])
         diffs = check_warehouse(spark, warehouse, res["stream"].pop("expected"))
         res["verified"] = not diffs
         res["diffs"] = diffs[:5]
         res["files"] = warehouse_files(spark, warehouse)
         res["steps"] = step_counts(warehouse)
-        log.info("e2e %s: verified=%s", protocol, res["verified"])
+        log.info("e2e %s: verified=%s", name, res["verified"])
+    if not runs:
+        return
     # The bench's Spark session is fresh: one untimed append first, so that the timed ones do not
-    # pay for class loading and JIT; then the best of N, round-robin over the protocols.
-    first = next(iter(e2e.values()))
-    append_baseline(spark, Path(first["warehouse"]), scratch / "append-warm-up")
+    # pay for class loading and JIT; then the best of N, round-robin over the streams and protocols.
+    append_baseline(spark, Path(runs[0][1]["warehouse"]), scratch / "append-warm-up")
     for i in range(rounds):
-        for protocol, res in e2e.items():
-            a = append_baseline(spark, Path(res["warehouse"]), scratch / f"append-{protocol}-{i}")
+        for name, res in runs:
+            a = append_baseline(spark, Path(res["warehouse"]), scratch / f"append-{name.replace(' ', '-')}-{i}")
             if "append" not in res or a["elapsed_s"] < res["append"]["elapsed_s"]:
                 res["append"] = a
-    for protocol, res in e2e.items():
-        log.info("e2e %s: plain append %.0f rows/s", protocol, res["append"]["rows_per_s"])
+    for name, res in runs:
+        log.info("e2e %s: plain append %.0f rows/s", name, res["append"]["rows_per_s"])
+
+
+def _name(res: dict[str, Any], protocol: str) -> str:
+    """A run's name in logs and scratch paths: the protocol, after its stream unless standard."""
+    kind = res.get("stream_kind", "standard")
+    return protocol if kind == "standard" else f"{kind} {protocol}"

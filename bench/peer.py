@@ -16,8 +16,9 @@ arbitrary offsets and a replayed (at-least-once) older change that arrives in a 
 overwrites the newer row; DDL other than CREATE TABLE is ignored (no barriers); an update that
 changes a row's key leaves the old key behind. It borrows the replicator's decoders, its TiDB ->
 Delta type mapping (``replicator.delta.typemap``: a table is created from the stream's CREATE
-TABLE, or inferred from its first row) and its Spark session factory (so both run with the same
-Spark settings), so the comparison measures the streaming and apply strategy, not the codecs.
+TABLE, a micro-batch's CREATE TABLEs before its rows, or inferred from its first row) and its
+Spark session factory (so both run with the same Spark settings), so the comparison measures the
+streaming and apply strategy, not the codecs.
 
 Run alone: ``python -m bench.peer --bootstrap-servers B --topic T --protocol open --out DIR``
 prints one JSON line (the bench runs it so, as a subprocess, to time it from a cold JVM like the
@@ -122,8 +123,18 @@ class PeerJob:
         latest = {}
         rows = 0
         cols = [arrow.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
-        for topic, partition, offset, k, v in zip(*cols, strict=True):
-            events = codec.decode(k, v, options=opts, position=Position(topic, partition, offset))
+        batch_events = [(part, offset, codec.decode(k, v, options=opts, position=Position(topic, part, offset)))
+                        for topic, part, offset, k, v in zip(*cols, strict=True)]
+        # The batch's CREATE TABLEs first: the micro-batch interleaves partitions in no set order, and a
+        # table's DDL may sit on another partition than its first rows (canal-json sends DDL on partition
+        # 0 alone); a table inferred from a row instead would lack its ENUM / SET labels and its precision.
+        for _, _, events in batch_events:
+            for ev in events:
+                if isinstance(ev, DdlEvent) and ev.ddl_type == CREATE_TABLE:
+                    c0 = time.perf_counter()
+                    self._create(spec_from_create(ev.query, ev.schema, ev.table))
+                    created += time.perf_counter() - c0
+        for partition, offset, events in batch_events:
             for i, ev in enumerate(events):
                 if isinstance(ev, RowChange):
                     rows += 1
@@ -139,13 +150,9 @@ class PeerJob:
                     seen = per_key.get(key)
                     if seen is None or seen[0] < order:
                         per_key[key] = (order, ev.op is Op.DELETE, image)
-                elif isinstance(ev, DdlEvent) and ev.ddl_type == CREATE_TABLE:
-                    c0 = time.perf_counter()
-                    self._create(spec_from_create(ev.query, ev.schema, ev.table))
-                    created += time.perf_counter() - c0
-                elif isinstance(ev, DdlEvent):
+                elif isinstance(ev, DdlEvent) and ev.ddl_type != CREATE_TABLE:
                     self.ddl_ignored += 1
-                else:
+                elif not isinstance(ev, DdlEvent):
                     self.resolved_ignored += 1
         decoded = time.perf_counter()
         conf = self.spark.conf
@@ -263,11 +270,12 @@ def bench_peer(cfg: BenchConfig, bootstrap: str, e2e: dict[str, Any], scratch: P
     replicator's run on it (same stream, same machine, same bench run)."""
     out: dict[str, Any] = {}
     for protocol, res in e2e.items():
-        stream = res["stream"]
+        stream, kind = res["stream"], res.get("stream_kind", "standard")
+        name, tag = (protocol, "") if kind == "standard" else (f"{kind} {protocol}", f"-{kind}")
         max_offsets = max_offsets_for(cfg, int(stream["records"]), int(res["run"]["summary"]["rows"]))
-        log.info("peer %s: Structured Streaming, AvailableNow, maxOffsetsPerTrigger %d", protocol, max_offsets)
-        run = runner(bootstrap, stream["topic"], protocol, scratch / f"peer-{protocol}", max_offsets, scratch)
-        log.info("peer %s: %.1f s wall, %d batches, %d MERGEs", protocol, run["wall_s"], len(run["batches"]),
+        log.info("peer %s: Structured Streaming, AvailableNow, maxOffsetsPerTrigger %d", name, max_offsets)
+        run = runner(bootstrap, stream["topic"], protocol, scratch / f"peer{tag}-{protocol}", max_offsets, scratch)
+        log.info("peer %s: %.1f s wall, %d batches, %d MERGEs", name, run["wall_s"], len(run["batches"]),
                  run["merges"])
         out[protocol] = {"topic": stream["topic"], "run": run}
     return out

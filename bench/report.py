@@ -12,6 +12,7 @@ from bench.chart import render_chart
 from bench.codecs import GO_DECODE_NS, GO_ENCODE_NS, SEED_SIZES
 from bench.common import BenchConfig
 from bench.profiling import STAGES
+from bench.streams import render_jobs_md, render_streams_md
 from bench.targets import fmt, mib, rate, targets
 
 
@@ -24,9 +25,9 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     (a new section adds its block to this tuple)."""
     lines = _header_md(results, cfg)
     e2e, resources = _e2e_md(results, cfg)
-    for block in (_codec_md(results), e2e, _scale_md(results), _features_md(results), _schema_md(results), resources,
-                  _profile_md(results, cfg), _peer_md(results), _tables_md(results), _follower_md(results),
-                  _reader_md(results), _objectstore_md(results)):
+    for block in (_codec_md(results), e2e, render_streams_md(results), render_jobs_md(results), _scale_md(results),
+                  _features_md(results), _schema_md(results), resources, _profile_md(results, cfg), _peer_md(results),
+                  _tables_md(results), _follower_md(results), _reader_md(results), _objectstore_md(results)):
         lines += block
     notes = results.get("notes")
     if notes:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.codecs import bench_codecs
-from bench.common import BenchConfig, log
+from bench.common import BenchConfig, log, stream_key
 from bench.e2e import bench_e2e, finish_e2e
 from bench.follower import bench_follower, finish_follower
 from bench.peer import bench_peer, finish_peer
@@ -43,9 +43,9 @@ class Context:
     broker's bootstrap address ("" until a section needing it has started it), in the
     ``with_spark`` phase the bench's Spark session, ``shared``: what one section hands another
     (or its own later phase) that does not belong in the results (e.g. the simulator's expected
-    tables of the end-to-end streams, which the peer is checked against), and ``stack``: closed at
-    the end of the run, after every phase (also when one fails), for what a section holds across its
-    phases (the objectstore section's S3 server)."""
+    tables of the end-to-end streams, ``expected`` / ``expected_insert_heavy``, which the peer is
+    checked against), and ``stack``: closed at the end of the run, after every phase (also when one
+    fails), for what a section holds across its phases (the objectstore section's S3 server)."""
 
     cfg: BenchConfig
     results: dict[str, Any]
@@ -82,21 +82,28 @@ def _codec(ctx: Context) -> None:
 
 
 def _e2e(ctx: Context) -> None:
-    ctx.results["e2e"] = bench_e2e(ctx.cfg, ctx.bootstrap, ctx.scratch)
+    for stream in ctx.cfg.streams:
+        ctx.results[stream_key("e2e", stream)] = bench_e2e(ctx.cfg, ctx.bootstrap, ctx.scratch, stream=stream)
 
 
 def _e2e_finish(ctx: Context) -> None:
     # The peer runs on the same streams: it is checked against the same expected tables.
-    ctx.shared["expected"] = {p: r["stream"]["expected"] for p, r in ctx.results["e2e"].items()}
-    finish_e2e(ctx.spark, ctx.results["e2e"], ctx.scratch, rounds=1 if ctx.cfg.quick else 2)
+    streams = [ctx.results[stream_key("e2e", stream)] for stream in ctx.cfg.streams]
+    for stream, e2e in zip(ctx.cfg.streams, streams, strict=True):
+        ctx.shared[stream_key("expected", stream)] = {p: r["stream"]["expected"] for p, r in e2e.items()}
+    finish_e2e(ctx.spark, *streams, scratch=ctx.scratch, rounds=1 if ctx.cfg.quick else 2)
 
 
 def _peer(ctx: Context) -> None:
-    ctx.results["peer"] = bench_peer(ctx.cfg, ctx.bootstrap, ctx.results["e2e"], ctx.scratch)
+    for stream in ctx.cfg.streams:
+        ctx.results[stream_key("peer", stream)] = bench_peer(ctx.cfg, ctx.bootstrap,
+                                                             ctx.results[stream_key("e2e", stream)], ctx.scratch)
 
 
 def _peer_finish(ctx: Context) -> None:
-    finish_peer(ctx.spark, ctx.results["peer"], ctx.shared.get("expected", {}))
+    for stream in ctx.cfg.streams:
+        finish_peer(ctx.spark, ctx.results[stream_key("peer", stream)],
+                    ctx.shared.get(stream_key("expected", stream), {}))
 
 
 def _tables(ctx: Context) -> None:
@@ -169,6 +176,7 @@ def _profile(ctx: Context) -> None:
 
 SECTIONS: tuple[Section, ...] = (
     Section("codec", "1: codecs", before_spark=_codec),
+    # One run per stream (cfg.streams: standard, insert-heavy) and protocol.
     Section("e2e", "2: end to end", needs_broker=True, before_spark=_e2e, with_spark=_e2e_finish),
     # Needs e2e (its topics; `python -m bench` refuses --sections peer without e2e).
     Section("peer", "6: the peer (Spark Structured Streaming on the end-to-end topics)", needs_broker=True,

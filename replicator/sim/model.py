@@ -48,6 +48,9 @@ class SimConfig:
     # a table the plan drops is created again later (False: it stays dropped, e.g. so that its
     # topic stays quiet in a topic-per-table dispatch, sim/topics.py)
     recreate_dropped: bool = True
+    # the first `insert_only` tables take inserts only (append-only tables such as logs and events,
+    # the shape a Delta append suits); the rest take the usual mix
+    insert_only: int = 0
 
     def __post_init__(self) -> None:
         if self.compression not in ("none", "lz4", "snappy"):
@@ -65,6 +68,8 @@ class SimConfig:
             raise ConfigError("--partitions must be 1..1024")
         if self.tables < 1:
             raise ConfigError("--tables must be >= 1")
+        if not 0 <= self.insert_only <= self.tables:
+            raise ConfigError("insert_only must be 0..tables")
         if self.max_batch_size < 1 or self.resolved_every < 1 or self.max_txn_rows < 1:
             raise ConfigError("max_batch_size, resolved_every and max_txn_rows must be >= 1")
 
@@ -103,6 +108,7 @@ class ModelTable:
     name: str
     columns: list[ColumnDef]
     live: bool = False
+    insert_only: bool = False  # inserts only: no key pool or cached image (nothing updates or deletes its rows)
     rows: dict[tuple[Value, ...], dict[str, Value]] = field(default_factory=dict)
     keys: KeyPool = field(default_factory=KeyPool)
     counter: int = 0

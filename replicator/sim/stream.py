@@ -53,7 +53,8 @@ class Simulation:
         for i in range(n):
             tpl = TEMPLATES[i % len(TEMPLATES)]
             suffix = "" if i < len(TEMPLATES) else f"_{i // len(TEMPLATES) + 1}"
-            self._tables.append(ModelTable(tpl, tpl.table + suffix, list(tpl.columns)))
+            self._tables.append(ModelTable(tpl, tpl.table + suffix, list(tpl.columns),
+                                           insert_only=i < config.insert_only))
         self._rnd = random.Random(config.seed)
         self._ms = int(config.start_time.timestamp() * 1000)
         self._logical = 0
@@ -343,7 +344,7 @@ class Simulation:
             size = len(table.keys)
             p_insert = 1.0 if size == 0 else 0.6 if size < target // 2 else 0.35 if size < target else 0.12
             r = rnd.random()
-            if r < p_insert:
+            if r < p_insert or table.insert_only:
                 self._insert(table, ts, touched, out)
                 continue
             key = table.keys.items[rnd.randrange(size)]
@@ -388,9 +389,12 @@ class Simulation:
                for c in table.columns}
         row.update(zip(table.key, key, strict=True))
         table.rows[key] = row
-        table.keys.add(key)
         touched.add((table.name, key))
-        new = table.image(key, row)
+        if table.insert_only:  # never updated or deleted: memory holds its rows alone
+            new = tuple(Column(n, code, flags, row[n]) for n, code, flags in table.shape)
+        else:
+            table.keys.add(key)
+            new = table.image(key, row)
         out.append((self._route(table, key), RowChange(ts, table.schema, table.name, Op.INSERT, new)))
         self._count("inserts")
 
@@ -452,6 +456,8 @@ class Simulation:
         generator = {"protocol": cfg.protocol, "seed": cfg.seed, "events": cfg.events, "partitions": cfg.partitions,
                      "tables": cfg.tables, "ddl": list(self.ddl_kinds), "start_time": cfg.start_time.isoformat(),
                      "max_batch_size": cfg.max_batch_size}
+        if cfg.insert_only:
+            generator["insert_only"] = cfg.insert_only
         return ExpectedState(tables, schemas, self.ts, generator, self.stats.to_json())
 
 

@@ -1,9 +1,11 @@
 """Smoke test of `make bench`'s code paths at a tiny size (the benchmark itself is never part of
-`make test`): every section's measuring code runs, the replicated result is verified, and the
-report and chart are written. The replicator, the Structured Streaming peer and the follower run
-in-process here (the bench runs them as subprocesses to sample their memory and, for the follower,
-to stop it with SIGTERM); the objectstore section uses the tests' shared S3-compatible server instead
-of one of its own; the RSS sampler is checked on a small child of its own."""
+`make test`): every section's measuring code runs (the end-to-end section and the peer on both
+streams, standard and insert-heavy), the replicated result is verified, and the report (with its
+jobs-per-commit table) and chart are written. The replicator, the Structured Streaming peer and the
+follower run in-process here (the bench runs them as subprocesses to sample their memory and, for
+the follower, to stop it with SIGTERM); the objectstore section uses the tests' shared
+S3-compatible server instead of one of its own; the RSS sampler is checked on a small child of its
+own."""
 
 from __future__ import annotations
 
@@ -20,11 +22,13 @@ from typing import Any
 import pytest
 
 import bench
+from bench.common import stream_key
 from bench.features import bench_features
 from bench.follower import bench_follower, finish_follower
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
 from bench.reader import bench_reader, finish_reader
+from bench.streams import commits
 from bench.tables import bench_tables, finish_tables
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.sources.kafka import KafkaSettings, KafkaSource
@@ -100,8 +104,10 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
                             workdir: Path) -> InProcessFollower:
         return InProcessFollower(spark, bootstrap, topic, protocol, warehouse)
 
-    results["e2e"] = bench.bench_e2e(cfg, kafka_bootstrap, tmp_path, runner=in_process)
-    results["peer"] = bench_peer(cfg, kafka_bootstrap, results["e2e"], tmp_path, runner=peer_in_process)
+    for stream in cfg.streams:  # standard, insert-heavy: the e2e section's streams and their peers
+        e2e_key, peer_key = stream_key("e2e", stream), stream_key("peer", stream)
+        results[e2e_key] = bench.bench_e2e(cfg, kafka_bootstrap, tmp_path, runner=in_process, stream=stream)
+        results[peer_key] = bench_peer(cfg, kafka_bootstrap, results[e2e_key], tmp_path, runner=peer_in_process)
     results["tables"] = bench_tables(cfg, kafka_bootstrap, tmp_path, runner=in_process)
     results["follower"] = bench_follower(cfg, kafka_bootstrap, tmp_path, start=follower_in_process)
 
@@ -127,9 +133,10 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 
     results["objectstore"] = bench_objectstore(cfg, kafka_bootstrap, tmp_path, s3_server,
                                                runner=objectstore_in_process)
-    expected = {p: r["stream"]["expected"] for p, r in results["e2e"].items()}
-    bench.finish_e2e(spark, results["e2e"], tmp_path)
-    finish_peer(spark, results["peer"], expected)
+    expected = {s: {p: r["stream"]["expected"] for p, r in results[stream_key("e2e", s)].items()} for s in cfg.streams}
+    bench.finish_e2e(spark, *(results[stream_key("e2e", s)] for s in cfg.streams), scratch=tmp_path)
+    for stream in cfg.streams:
+        finish_peer(spark, results[stream_key("peer", stream)], expected[stream])
     finish_tables(spark, results["tables"])
     finish_follower(spark, results["follower"])
     finish_reader(spark, results["reader"])
@@ -151,6 +158,20 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     # Same topic as the replicator's run; its correctness is reported, not required (it ignores resolved ts).
     assert peer["run"]["rows"] == craft["run"]["summary"]["rows"] and peer["run"]["merges"] >= 2
     assert "verified" in peer and peer["run"]["query_id"]
+    heavy = results["e2e_insert_heavy"]["craft"]
+    assert heavy["verified"], heavy["diffs"]
+    stats, summary = heavy["stream"]["stats"], heavy["run"]["summary"]
+    assert stats["inserts"] > 0.8 * stats["row_changes"] and stats["updates"] + stats["deletes"] > 0
+    insert_only = {t: c for t, c in summary["tables"].items() if t != "shop.inventory"}
+    assert len(insert_only) == 4 and all(c["deletes"] == c["updated"] == c["deleted"] == 0
+                                         for c in insert_only.values()), summary["tables"]
+    assert heavy["append"]["rows"] == sum(t["rows"] for t in heavy["files"].values()) >= stats["inserts"] * 0.8
+    heavy_peer = results["peer_insert_heavy"]["craft"]
+    assert heavy_peer["run"]["rows"] == summary["rows"] and "verified" in heavy_peer
+    counted = commits(summary)  # the engine's commit counts by kind, once its summary carries them
+    if counted is not None:
+        assert sum(int(c["count"]) for c in counted.values()) >= 1
+        assert all(c["jobs"] >= c["count"] for k, c in counted.items() if k in ("append", "merge")), counted
     tables = results["tables"]
     assert set(tables["runs"]) == {"1", "2"} and all(r["verified"] for r in tables["runs"].values())
     assert tables["runs"]["2"]["steps"]["ddl"] == 2 and tables["runs"]["2"]["steps"]["windows"] >= 1
@@ -172,12 +193,22 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     assert objectstore["ratio"] > 0 and set(objectstore["best"]) == {"local", "s3"}
     assert {k: os.environ.get(k) for k in s3_server.env()} == env_before, "the environment is restored"
     md = (cfg.out / "results.md").read_text()
-    headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 3. Scale", "## Table features",
-                "## 4. Resources", "## 6. The peer", "## 7. Many tables", "## 8. Follower lag",
-                "## 9. The Spark reader", "## 10. Object store")
+    headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 2b. End to end by stream",
+                "## 2c. Spark jobs per Delta commit", "## 3. Scale", "## Table features", "## 4. Resources",
+                "## 6. The peer", "## 7. Many tables", "## 8. Follower lag", "## 9. The Spark reader",
+                "## 10. Object store")
     at = [md.find(heading) for heading in headings]
     assert -1 not in at and at == sorted(at), at  # every block, in the report's order
     assert "s3a:// warehouse rows/s >= 0.6x a local warehouse's (craft" in md
+    assert "end-to-end rows/s >= half the plain-append rate (insert-heavy, craft)" in md
+    assert "replicator rows/s >= 1.5x the Structured Streaming peer's (insert-heavy, craft)" in md
+    assert "| | standard craft | insert-heavy craft |" in md
+    # The jobs-per-commit table: a row per commit kind, or one "n/a" row from a summary without counts.
+    jobs = [line.split(" | ")[2:] for line in md.splitlines() if line.startswith("| insert-heavy | craft |")]
+    if counted is None:
+        assert jobs == [["all", "n/a", "n/a", "n/a", "n/a", "n/a |"]]
+    else:
+        assert [j[0] for j in jobs] == ["append", "MERGE", "DDL"]
     assert (cfg.out / "results.png").stat().st_size > 10_000
 
 
@@ -190,6 +221,8 @@ def test_sections_are_registered_in_one_place() -> None:
     quick = bench.parse_args(["--quick"])
     assert (quick.tables_counts, quick.tables_events, quick.follower_seconds) == ((10, 40), 10_000, 25.0)
     full = bench.parse_args([])
+    assert full.streams == ("standard", "insert-heavy") == bench.BenchConfig().streams
+    assert bench.parse_args(["--streams", "insert-heavy"]).streams == ("insert-heavy",)
     assert (full.tables_counts, full.tables_events, full.follower_seconds) == ((10, 200), 100_000, 180.0)
     assert full.apply_parallelism is None and bench.run_args(full) == []
     assert (full.schema_rows, quick.schema_rows) == (10_000_000, 200_000)
@@ -206,3 +239,5 @@ def test_sections_are_registered_in_one_place() -> None:
         bench.parse_args(["--sections", "peer"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--protocols", "avro"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--streams", "standard,updates-only"])

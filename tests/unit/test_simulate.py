@@ -164,7 +164,8 @@ def test_all_ddl_kinds_appear_in_a_stream() -> None:
     assert ["loyalty_points", "INT"] in customers["columns"]
 
 
-@pytest.mark.parametrize("bad", [{"protocol": "avro"}, {"partitions": 0}, {"tables": 0}, {"events": -1}])
+@pytest.mark.parametrize("bad", [{"protocol": "avro"}, {"partitions": 0}, {"tables": 0}, {"events": -1},
+                                 {"tables": 2, "insert_only": 3}, {"insert_only": -1}])
 def test_config_validation(bad: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         SimConfig(**bad)
@@ -396,3 +397,22 @@ def test_a_single_table_dropped_and_recreated_does_not_stall_the_stream() -> Non
     sim = Simulation(SimConfig(protocol="open", seed=11, events=120, partitions=2, tables=1, ddl="auto"))
     assert sum(1 for _ in sim.messages()) > 0
     assert sim.stats.row_changes == 120 and list(sim.expected.tables) == ["shop.customers_v2"]  # renamed at 90%
+
+
+def test_insert_only_tables_take_inserts_alone_and_the_rest_the_mix() -> None:
+    """The bench's insert-heavy stream: append-only tables next to a mixed one, replays included,
+    and the expected state is still what an in-memory replication produces."""
+    sim = Simulation(SimConfig(protocol="craft", events=3000, seed=4, tables=5, insert_only=4, ddl="none"))
+    ops: dict[str, set[str]] = {}
+    for _, ev in sim.events():
+        if isinstance(ev, RowChange):
+            ops.setdefault(f"{ev.schema}.{ev.table}", set()).add(ev.op.name)
+    assert {t: o for t, o in ops.items() if t != "shop.inventory"} == {
+        t: {"INSERT"} for t in ("shop.customers", "shop.orders", "shop.attachments", "metrics.samples")}
+    assert ops["shop.inventory"] == {"INSERT", "UPDATE", "DELETE"}
+    assert sim.stats.inserts > 0.8 * sim.stats.row_changes and sim.stats.replayed_events > 0
+    inserted = sum(len(rows) for t, rows in sim.expected.tables.items() if t != "shop.inventory")
+    assert sim.expected.generator["insert_only"] == 4 and inserted > 0.7 * sim.stats.row_changes
+    replay = Simulation(SimConfig(protocol="craft", events=3000, seed=4, tables=5, insert_only=4, ddl="none"))
+    wh, _ = replicate_in_memory(replay)
+    assert compare_tables(replay.expected, wh.tables()) == []
