@@ -199,32 +199,18 @@ class DeltaEdge:
         """Delta writes inside commit with (txnAppId, txnVersion) = (`app_id`, `version`) and
         `metadata` as the commit's userMetadata; Delta skips one whose version it already committed
         for that appId. `extra_conf` (e.g. the MERGE's own settings) is set alongside. On the way
-        out, whatever happens, the three idempotent-write confs are unset and each `extra_conf` key
-        gets back the session's own value: unsetting it would drop a session-wide setting of the
-        same key (e.g. `spark.sql.shuffle.partitions=2` would fall back to 200 for every later
-        statement)."""
-        conf = self.spark.conf
-        extra = dict(extra_conf or {})
-        previous = {k: conf.get(k, None) for k in extra}
-        confs = {TXN_APP_ID: app_id, TXN_VERSION: str(version), USER_METADATA: metadata, **extra}
-        try:
-            for k, v in confs.items():
-                conf.set(k, v)
+        out, whatever happens, every key gets back the session's own value (`committing`)."""
+        with self.committing(metadata, {TXN_APP_ID: app_id, TXN_VERSION: str(version), **(extra_conf or {})}):
             yield
-        finally:
-            for k in confs:
-                old = previous.get(k)
-                if old is None:
-                    conf.unset(k)
-                else:
-                    conf.set(k, old)
 
     @contextmanager
     def committing(self, metadata: str, extra_conf: Mapping[str, str] | None = None) -> Iterator[None]:
         """Writes inside commit with `metadata` as their userMetadata, under `extra_conf` (a
-        statement's own settings); on the way out each key gets back the session's own value
-        (see `idempotent`). No txnAppId: appending with one makes Delta rebuild the table's state
-        (3 more Spark jobs) to look it up; `last_applied_ts` settles a re-run instead."""
+        statement's own settings); on the way out each key gets back the session's own value:
+        unsetting it would drop a session-wide setting of the same key (e.g.
+        `spark.sql.shuffle.partitions=2` would fall back to 200 for every later statement).
+        No txnAppId: appending with one makes Delta rebuild the table's state (3 more Spark jobs)
+        to look it up; `last_applied_ts` settles a re-run instead."""
         conf = self.spark.conf
         confs = {USER_METADATA: metadata, **(extra_conf or {})}
         previous = {k: conf.get(k, None) for k in confs}
