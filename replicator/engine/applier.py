@@ -243,7 +243,9 @@ class WarehouseApplier:
         mode, state = self.options.fresh_inserts, self.state
         if mode == "merge" or (state.merge_only and mode != "append"):
             return "off"
-        if mode == "append" or state.pre_images or self.options.protocol in NAMES_INSERTS:
+        if mode == "append":
+            return "forced"
+        if state.pre_images or self.options.protocol in NAMES_INSERTS:
             return "trusted"
         return "proof"
 

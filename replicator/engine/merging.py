@@ -5,7 +5,12 @@ Fresh inserts: a key whose first change in the segment is an INSERT was absent f
 which holds upstream as of the segment's start. Only an INSERT the stream vouches for counts:
 canal-json and Simple name the operation; the Open Protocol and Craft write an update without old
 values exactly like an insert, so theirs count once the stream has shown an update with its
-pre-image (`inserts`: "proof"), or always with `--fresh-inserts append`."""
+pre-image (`inserts`: "proof"), or always with `--fresh-inserts append` ("forced").
+
+A stream may still send an upsert of a key the table holds as an INSERT (hand-built or foreign
+producers do). `WrittenKeys` remembers the keys this run wrote per table: a fresh-looking key among
+them sends the step to MERGE. The Spark reader's keys stay on the executors, so it appends only
+when told to ("forced")."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from replicator.changes import collapse
+from replicator.changes import Change, all_fresh, collapse
 from replicator.delta.warehouse import TableEntry
 from replicator.engine.plan import RowSpan, Segment
 from replicator.engine.spark_edge import SparkEdge
@@ -39,9 +44,52 @@ class Job:
     entry: TableEntry | None  # None: a row span that turned out empty (nothing to apply)
     spec: TableSpec | None
     step: int
-    # how its INSERTs count (module doc): "trusted", "proof" (once the rows show a pre-image), or
-    # "off" (never appended: --fresh-inserts merge, or the warehouse skipped a dead letter)
+    # how its INSERTs count (module doc): "forced" (--fresh-inserts append), "trusted", "proof"
+    # (once the rows show a pre-image), or "off" (never appended: --fresh-inserts merge, or the
+    # warehouse skipped a dead letter)
     inserts: str = "off"
+
+
+class WrittenKeys:
+    """Hashes of the keys this run wrote, per table and key columns (module doc). A table whose
+    key columns changed (DROP / ADD PRIMARY KEY) cannot be told apart by them any more, and one
+    that overflows `limit` keys in all is no longer tracked: neither is appended to this run."""
+
+    def __init__(self, limit: int = 2_000_000) -> None:
+        self.limit = limit
+        self._keys: dict[str, tuple[tuple[str, ...], set[int]]] = {}
+        self._untracked: set[str] = set()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def may_append(self, uid: str, key: Sequence[str], changes: Sequence[Change]) -> bool:
+        with self._lock:
+            if uid in self._untracked:
+                return False
+            known = self._keys.get(uid)
+            if known is None:
+                return True
+            if known[0] != tuple(key):
+                return False
+            return not any(hash(c.key) in known[1] for c in changes)
+
+    def add(self, uid: str, key: Sequence[str], changes: Sequence[Change]) -> None:
+        with self._lock:
+            if uid in self._untracked:
+                return
+            names, seen = self._keys.setdefault(uid, (tuple(key), set()))
+            if names != tuple(key):
+                self._forget(uid)
+                return
+            before = len(seen)
+            seen.update(hash(c.key) for c in changes)
+            self._total += len(seen) - before
+            if self._total > self.limit:
+                self._forget(uid)
+
+    def _forget(self, uid: str) -> None:
+        self._total -= len(self._keys.pop(uid)[1])
+        self._untracked.add(uid)
 
 
 class SegmentMerger:
@@ -54,6 +102,7 @@ class SegmentMerger:
         self._batch = batch  # where a step's row spans are (--reader spark)
         self._running = 0
         self._lock = threading.Lock()
+        self.written = WrittenKeys()
 
     def merge(self, job: Job) -> tuple[Job, MergeResult]:
         """One segment's MERGE, on the calling thread's own Spark session (a pool worker's)."""
@@ -76,7 +125,7 @@ class SegmentMerger:
         meta = {"replicator": {"step": job.step, "applied_ts": seg.version, "kind": "window"}}
         if isinstance(rows, RowSpan):
             frame = self._batch().changes(spec, seg.table, max(rows.lo, held), rows.hi)
-            trust = None if job.inserts == "off" else job.inserts == "trusted"
+            trust = True if job.inserts == "forced" else None  # its keys are not at hand (module doc)
             fault_timer("mid_merge")
             with self._in_flight():
                 res = delta.merge_frame(entry.path, entry.uid, spec, frame, seg.version, meta, trust_inserts=trust)
@@ -89,8 +138,11 @@ class SegmentMerger:
         if rows and rows[0].commit_ts <= held:  # the crashed run cut its step elsewhere: the rest is new
             rows = [r for r in rows if r.commit_ts > held]
         pre = any(r.op is Op.UPDATE and r.old_columns for r in rows)
-        trust = job.inserts == "trusted" or (job.inserts == "proof" and pre)
+        trust = job.inserts in ("forced", "trusted") or (job.inserts == "proof" and pre)
         changes = collapse(rows, spec.key, trust_inserts=trust)
+        if trust and job.inserts != "forced" and all_fresh(changes) \
+                and not self.written.may_append(entry.uid, spec.key, changes):
+            changes = collapse(rows, spec.key)  # an "insert" of a key this run wrote: MERGE it
         fault_timer("mid_merge")
         with self._in_flight():
             try:
@@ -102,6 +154,8 @@ class SegmentMerger:
             fault_point("after_merge")
             if self._running > 1:
                 fault_point("tables_in_flight")
+        if job.inserts != "forced":
+            self.written.add(entry.uid, spec.key, changes)
         return job, dataclasses.replace(res, pre_images=pre)
 
     @contextmanager

