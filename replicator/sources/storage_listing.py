@@ -1,8 +1,12 @@
 """What a storage-sink changefeed holds now (docs/storage-sink.md): its schema files (table
 versions), its data streams and, per stream, the data files up to what its index files name.
 
-Listing cost: a table version older than the table's newest is listed once more after the
-checkpoint passed the newer one, then never again; a directory is listed once a pass.
+Store calls grow with what changed, not with history: a pass whose `metadata` checkpoint did not
+move lists nothing (the source skips it); a table version older than the table's newest is
+listed once more after the checkpoint passed the newer one, then never again; a live version's
+directory is listed once a pass, shared by its writers, and only its newest date directory (and
+any new one) has its `meta/` listed again for new writers: an older date directory's writers were
+all seen when a newer one appeared (TiCDC names date directories by the date it flushes at).
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ class SinkListing:
         self.lists = 0  # directory listings made (the listing cost)
         self.reads = 0  # small files read (metadata, index and schema files)
         self._pass_lists: dict[str, list[str]] = {}  # this pass's listings (a directory listed once a pass)
+        self._writers: dict[str, set[str]] = {}  # stream directory -> writers found in its date directories
+        self._writers_from: dict[str, int] = {}  # stream directory -> date key whose `meta/` is listed again
 
     def path(self, *parts: str) -> str:
         return self.io.join(self.root, *parts)
@@ -182,13 +188,17 @@ class SinkListing:
         return sorted(found)
 
     def writers(self, directory: str) -> set[str]:
-        """The writers (index files) of a stream directory, in any of its date directories."""
-        writers: set[str] = set()
-        for _, ddir in self.date_dirs(directory, 0):
+        """The writers (index files) of a stream directory: the `meta/` of each date directory is
+        listed until a newer date directory appears, then no more."""
+        writers = self._writers.setdefault(directory, set())
+        dates = self.date_dirs(directory, self._writers_from.get(directory, 0))
+        for _, ddir in dates:
             for name in self.children(self.io.join(ddir, META_DIR)):
                 writer = index_writer(name)
                 if writer is not None:
                     writers.add(writer)
+        if dates:
+            self._writers_from[directory] = dates[-1][0]
         return writers
 
     # -- a pass's files -----------------------------------------------------------------------------

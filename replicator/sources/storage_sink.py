@@ -24,7 +24,7 @@ How the files map onto the engine (docs/storage-sink.md):
   table unread); the loop's check of quiet topics (`read_to_end`) reads what it waits for first.
   The windower's rules (docs/windows.md) hold as for Kafka.
 
-Listing cost: see `storage_listing`.
+Store calls: see `storage_listing` (a pass whose checkpoint did not move lists nothing).
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ class StorageSinkSource:
         self._positions: dict[TP, int | None] = {}
         self._passes = 0
         self._last_pass = 0.0
+        self._discovered_cp: int | None = None  # the checkpoint of the last listing of the streams
+        self._planned_cp: int | None = None  # the checkpoint of the last pass (its files are read by `_fill`)
         self._cp = 0  # the checkpoint the current pass reads up to
         self.checkpoint_ts = 0  # the `metadata` checkpoint-ts of the last pass
         self.checkpoint_read_at = 0.0  # wall-clock time it was read (status, lag)
@@ -127,6 +129,7 @@ class StorageSinkSource:
         """The streams present now (listed, not read); more are found as they appear."""
         cp = self.listing.read_checkpoint() or 0
         self.listing.discover(cp)
+        self._discovered_cp = cp
         return self.fresh_partitions()
 
     def start(self, positions: Mapping[TP, int | None]) -> None:
@@ -248,12 +251,13 @@ class StorageSinkSource:
         self._last_pass = time.monotonic()
         cp = self.listing.read_checkpoint()  # first: every row at or below it is in a file listed after this
         self._passes += 1
-        if cp is None:
-            return
+        if cp is None or cp == self._planned_cp:
+            return  # nothing moved: rows above the checkpoint wait for it, nothing is listed
         if cp > self.checkpoint_ts:
             self.checkpoint_ts, self.checkpoint_read_at = cp, time.time()
-        self.listing.discover(cp)
-        self._cp = cp
+        if cp != self._discovered_cp:
+            self.listing.discover(cp)
+        self._discovered_cp = self._planned_cp = self._cp = cp
         for meta in self._meta.values():
             meta.pending.extend(sorted(v for v in meta.versions if v >= meta.next_version))
         for data in self._data.values():

@@ -291,29 +291,80 @@ def test_a_file_that_cannot_be_split_is_dead_lettered_from_where_it_breaks(tmp_p
     assert len(errors) == 1 and f"{data} line {good}" in errors[0] and "not closed" in errors[0]
 
 
-class Listing(LocalFileIO):
+class Counting(LocalFileIO):
+    """The store calls a source makes: listings and reads, by path."""
+
     def __init__(self) -> None:
         self.listed: list[str] = []
+        self.reads: list[str] = []
 
     def children(self, path: str) -> list[str]:
         self.listed.append(path)
         return super().children(path)
 
+    def read(self, path: str) -> bytes | None:
+        self.reads.append(path)
+        return super().read(path)
 
-def test_an_idle_pass_lists_no_finished_table_version(tmp_path: Path) -> None:
-    """Listing grows with what is live, not with history: once the checkpoint passed a table's
-    newer version, the older versions' directories are not listed again."""
+    def clear(self) -> None:
+        self.listed.clear()
+        self.reads.clear()
+
+
+def test_store_calls_grow_with_what_changed_not_with_history(tmp_path: Path) -> None:
+    """A pass whose checkpoint did not move reads `metadata` and nothing else; one whose checkpoint
+    moved with nothing new lists no finished table version, each live version directory once,
+    only its newest date directory's `meta/`, and reads only index files (no data file)."""
     write_storage_sink(_sim(events=300), str(tmp_path))
-    io = Listing()
+    io = Counting()
     source = StorageSinkSource(StorageSinkSettings(str(tmp_path), poll_interval_s=0), io)
     source.start({p: None for p in source.partitions()})
     while not source.caught_up():
         source.poll()
     done = {str(tmp_path / k.directory) for k in source._done}
     assert len(done) >= 3
-    io.listed.clear()
-    source.poll()  # an idle pass: nothing new
-    assert io.listed and not [p for p in io.listed if any(p.startswith(d) for d in done)]
+    for _ in range(3):
+        io.clear()
+        assert source.poll() == []  # an idle pass: nothing new, the checkpoint did not move
+        assert io.listed == [] and io.reads == [str(tmp_path / "metadata")]
+    cp = json.loads((tmp_path / "metadata").read_text())["checkpoint-ts"]
+    calls = []
+    for step in (1, 2):
+        (tmp_path / "metadata").write_text(json.dumps({"checkpoint-ts": cp + step}))
+        io.clear()
+        records = source.poll()
+        assert {r.key for r in records} == {b"resolved"}  # the streams' resolved events at the new checkpoint
+        assert not [p for p in io.listed + io.reads if any(p.startswith(d + "/") for d in done)]
+        assert len(io.listed) == len(set(io.listed))  # no directory listed twice in a pass
+        assert not [p for p in io.reads if p.endswith(".csv")]
+        calls.append(len(io.listed) + len(io.reads))
+    assert calls[0] == calls[1]
+
+
+def test_a_long_lived_table_version_lists_only_its_newest_date_directory(tmp_path: Path) -> None:
+    """Date directories accumulate under a live version: each pass lists the version directory and
+    the newest date directory's `meta/`, not those of every day the version has lived."""
+    from replicator.codec.storage_sink.schema import SchemaFile, TableColumn, render_schema_file, schema_file_name
+
+    cols = (TableColumn("id", "INT", "11", nullable=False, is_pk=True),)
+    sf = SchemaFile("db", "t", 100, "CREATE TABLE `db`.`t` (`id` INT NOT NULL, PRIMARY KEY (`id`))", 3, cols)
+    (tmp_path / "db" / "t" / "meta").mkdir(parents=True)
+    (tmp_path / "db" / "t" / "meta" / schema_file_name(sf)).write_bytes(render_schema_file(sf))
+    io = Counting()
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path), poll_interval_s=0), io)
+    for day in range(1, 11):
+        ddir = tmp_path / "db" / "t" / "100" / f"2022-01-{day:02d}"
+        (ddir / "meta").mkdir(parents=True)
+        (ddir / "CDC000001.csv").write_text(f'"I","t","db",{100 + day},{day}\r\n')
+        (ddir / "meta" / "CDC.index").write_text("CDC000001.csv\n")
+        (tmp_path / "metadata").write_text(json.dumps({"checkpoint-ts": 100 + day}))
+        if day == 1:
+            source.start({p: None for p in source.partitions()})
+        io.clear()
+        rows = [e for r in source.poll() for e in source.decode(r) if isinstance(e, RowChange)]
+        assert [e.commit_ts for e in rows] == [100 + day]
+        metas = [p for p in io.listed if p.endswith("/meta") and "2022-" in p]
+        assert len(metas) <= 2  # yesterday's (the newest before) and today's
 
 
 def test_a_backlog_is_applied_in_bounded_steps(tmp_path: Path) -> None:
