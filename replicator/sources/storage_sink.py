@@ -352,9 +352,11 @@ class StorageSinkSource:
         f = data.pending.popleft()
         path = self.listing.file_path(data, f)
         content = self.io.read(path)
-        if content is None:
+        if not content:
             if f.last:
-                data.pending.clear()  # named by the index before it is written: the next pass reads it
+                # named by the index before it is written (or still empty: TiCDC's next writer of the
+                # directory writes that number again): the next pass reads it
+                data.pending.clear()
             return  # else a number a restarted writer skipped
         self.files_read += 1
         data.dates[f.dkey] = (f.directory, f.width)

@@ -181,6 +181,33 @@ def test_nothing_is_read_past_the_index_and_a_named_file_not_yet_written_waits(t
     assert any(t.startswith(data.parent.parent.relative_to(tmp_path).as_posix()) for t in topics)
 
 
+def test_an_empty_file_the_index_names_last_is_read_once_written(tmp_path: Path) -> None:
+    """TiCDC's next writer of a directory writes the number its index names again when that file
+    is missing or empty: the source waits for it rather than pass over it."""
+    from replicator.codec.storage_sink.schema import SchemaFile, TableColumn, render_schema_file, schema_file_name
+
+    cols = (TableColumn("id", "INT", "11", nullable=False, is_pk=True),)
+    sf = SchemaFile("db", "t", 100, "CREATE TABLE `db`.`t` (`id` INT NOT NULL, PRIMARY KEY (`id`))", 3, cols)
+    (tmp_path / "db" / "t" / "meta").mkdir(parents=True)
+    (tmp_path / "db" / "t" / "meta" / schema_file_name(sf)).write_bytes(render_schema_file(sf))
+    ddir = tmp_path / "db" / "t" / "100"
+    (ddir / "meta").mkdir(parents=True)
+    (ddir / "CDC000001.csv").write_text('"I","t","db",101,1\r\n')
+    (ddir / "CDC000002.csv").write_text("")
+    (ddir / "meta" / "CDC.index").write_text("CDC000002.csv\n")
+    (tmp_path / "metadata").write_text('{"checkpoint-ts": 101}')
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path), date_separator="none", poll_interval_s=0))
+    source.start({p: None for p in source.partitions()})
+
+    def rows() -> list[int]:
+        return [e.commit_ts for r in source.poll() for e in source.decode(r) if isinstance(e, RowChange)]
+
+    assert rows() == [101]
+    (ddir / "CDC000002.csv").write_text('"I","t","db",102,2\r\n')
+    (tmp_path / "metadata").write_text('{"checkpoint-ts": 102}')
+    assert rows() == [102]
+
+
 def test_a_changefeed_without_commit_ts_is_refused_at_start(tmp_path: Path) -> None:
     write_storage_sink(_sim(events=40), str(tmp_path), StorageLayout(csv=CsvConfig(include_commit_ts=False)))
     source = StorageSinkSource(StorageSinkSettings(str(tmp_path)))
