@@ -27,6 +27,7 @@ from replicator.sim.simcheck import compare_tables
 from replicator.sim.storage_sink import StorageLayout, write_storage_sink
 from replicator.sim.stream import Simulation
 from replicator.sources.storage_sink import StorageSinkSettings, StorageSinkSource
+from replicator.storage.fileio import FileIO
 from replicator.storage.local import LocalFileIO
 from tests.unit.test_simulate import MemoryWarehouse
 
@@ -39,16 +40,17 @@ class Replica:
     """The engine's loop in miniature: records -> windower -> steps -> memory warehouse, with the
     progress and the warehouse saved together after every apply (what a kill leaves)."""
 
-    def __init__(self, root: Path, protocol: str, **settings: Any) -> None:
+    def __init__(self, root: Path | str, protocol: str, io: FileIO | None = None, **settings: Any) -> None:
         self.settings = StorageSinkSettings(str(root), protocol=protocol, poll_interval_s=0,  # type: ignore[arg-type]
                                             **settings)
+        self.io = io
         self.saved = (Progress(), MemoryWarehouse())
         self.records = 0
 
     def run(self, *, kill_after: int | None = None, follow: bool = False) -> bool:
         """Read until caught up (or until killed after that many records: False)."""
         progress, wh = copy.deepcopy(self.saved)
-        source = StorageSinkSource(self.settings)
+        source = StorageSinkSource(self.settings, self.io)
         parts = source.partitions()
         windower = Windower(parts, progress, scope_of=ddl_scope)
         source.start({p: progress.cursors[p].offset if p in progress.cursors else None for p in parts})
