@@ -61,6 +61,7 @@ class DataStream:
     pending: deque[PlannedFile] = field(default_factory=deque)  # this pass's files still to read
     lo: int = 0  # every row of the stream not yet read has a commit ts above this (as far as known)
     marked: int = -1  # the last resolved ts put on the stream
+    turn: int = 0  # counts the stream's entries in the source's heap (only the last one is live)
 
 
 @dataclass

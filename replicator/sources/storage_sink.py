@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import heapq
 import logging
 import time
 from collections import deque
@@ -109,6 +110,8 @@ class StorageSinkSource:
         self._queue: deque[Record] = deque()
         self._queued_to: dict[str, int] = {}  # topic -> offset of the last record queued
         self._urgent: set[str] = set()  # quiet topics the loop waits for: read before the others
+        self._streams: list[tuple[int, int, str]] = []  # heap of (lo, turn, topic): streams with files left
+        self._ddls: list[tuple[int, str]] = []  # heap of (version, topic): each table's next schema file
         self._positions: dict[TP, int | None] = {}
         self._passes = 0
         self._last_pass = 0.0
@@ -195,7 +198,17 @@ class StorageSinkSource:
         return stream is not None and bool(stream.pending)
 
     def _unread(self) -> bool:
-        return any(d.pending for d in self._data.values()) or any(m.pending for m in self._meta.values())
+        """Files or schema files of the current pass not handed out yet."""
+        if self._low() is not None:
+            return True
+        heap = self._ddls
+        while heap:
+            version, topic = heap[0]
+            meta = self._meta[topic]
+            if meta.pending and meta.pending[0] == version:
+                return True
+            heapq.heappop(heap)
+        return False
 
     # -- decoding (the engine calls this instead of a Kafka codec) -------------------------------
     def decode(self, rec: Record) -> list[Event]:
@@ -258,17 +271,21 @@ class StorageSinkSource:
         if cp != self._discovered_cp:
             self.listing.discover(cp)
         self._discovered_cp = self._planned_cp = self._cp = cp
+        self._streams, self._ddls = [], []
+        self._urgent.clear()  # the loop asks again for what it still waits for
         for meta in self._meta.values():
             meta.pending.extend(sorted(v for v in meta.versions if v >= meta.next_version))
+            self._mark_meta(meta)
         for data in self._data.values():
             if not data.retired:
                 data.pending.extend(self.listing.plan(data))
                 data.retired = data.final
             if not data.pending:
                 self._mark(data, cp)
-            elif data.marked < 0 and data.lo == 0:
+                continue
+            if data.marked < 0 and data.lo == 0:
                 self._peek(data)
-        self._urgent.clear()
+            self._push(data)
 
     def _fill(self) -> None:
         """Queue records until a poll's worth is queued or the pass is all read: always the file
@@ -276,22 +293,63 @@ class StorageSinkSource:
         at the highest ts below every row still unread there, so the window moves on and the
         engine applies and lets go of rows in bounded steps (never the whole backlog at once).
         A schema file is handed out once every stream was read to its version, or at once when
-        the loop waits for its topic."""
-        cp = self._cp
+        the loop waits for its topic. Heaps keep it O(log streams) a file."""
         while len(self._queue) < self.settings.poll_max_records:
-            streams = [d for d in self._data.values() if d.pending]
-            low = min((d.lo for d in streams), default=None)
-            for meta in self._meta.values():
-                while meta.pending and (low is None or meta.pending[0] <= low + 1 or meta.tp.topic in self._urgent):
-                    version = meta.pending.popleft()
-                    self._put(Record(meta.tp.topic, 0, version, -1, _SCHEMA, b""))
-                    meta.next_version = version + 1
-                self._mark(meta, min(cp, meta.pending[0] - 1) if meta.pending else cp)
-            if not streams:
+            low = self._low()
+            self._hand_out_ddls(low)
+            if low is None:
                 return
-            data = min(streams, key=lambda d: (d.tp.topic not in self._urgent, d.lo))
+            urgent = [self._data[t] for t in sorted(self._urgent) if t in self._data and self._data[t].pending]
+            data = urgent[0] if urgent else self._data[heapq.heappop(self._streams)[2]]
             self._read_file(data)
-            self._mark(data, cp if not data.pending else min(cp, data.lo))
+            self._mark(data, self._cp if not data.pending else min(self._cp, data.lo))
+            if data.pending:
+                self._push(data)
+
+    def _push(self, data: DataStream) -> None:
+        data.turn += 1  # an older entry of the stream in the heap is stale
+        heapq.heappush(self._streams, (data.lo, data.turn, data.tp.topic))
+
+    def _low(self) -> int | None:
+        """The least `lo` of the streams with files left (None: none has)."""
+        heap = self._streams
+        while heap:
+            lo, turn, topic = heap[0]
+            data = self._data[topic]
+            if data.turn == turn and data.pending:
+                return lo
+            heapq.heappop(heap)
+        return None
+
+    def _hand_out_ddls(self, low: int | None) -> None:
+        """The schema files at versions up to `low + 1` (all, with `low` None), and those of the
+        topics the loop waits for."""
+        for topic in [t for t in self._urgent if t in self._meta]:
+            meta = self._meta[topic]
+            while meta.pending:
+                self._schema_record(meta)
+            self._urgent.discard(topic)
+            self._mark_meta(meta)
+        heap = self._ddls
+        while heap and (low is None or heap[0][0] <= low + 1):
+            version, topic = heapq.heappop(heap)
+            meta = self._meta[topic]
+            if meta.pending and meta.pending[0] == version:
+                self._schema_record(meta)
+                self._mark_meta(meta)
+
+    def _schema_record(self, meta: MetaStream) -> None:
+        version = meta.pending.popleft()
+        self._put(Record(meta.tp.topic, 0, version, -1, _SCHEMA, b""))
+        meta.next_version = version + 1
+
+    def _mark_meta(self, meta: MetaStream) -> None:
+        """The schema files' resolved event below the next one left (at the checkpoint: none left)."""
+        if meta.pending:
+            heapq.heappush(self._ddls, (meta.pending[0], meta.tp.topic))
+            self._mark(meta, min(self._cp, meta.pending[0] - 1))
+        else:
+            self._mark(meta, self._cp)
 
     def _peek(self, data: DataStream) -> None:
         """A stream not read yet in this run (new, or resumed): the commit ts of its first unread
@@ -343,6 +401,7 @@ class StorageSinkSource:
         if isinstance(stream, MetaStream):
             offset = max(stream.next_version - 1, 0)
         else:
+            stream.lo = max(stream.lo, ts)  # every row at or below it was read
             date, num, _ = stream.next
             offset = after_file(date, max(num - 1, 0))
         self._put(Record(stream.tp.topic, stream.tp.partition, offset, -1, _RESOLVED, str(ts).encode()))
