@@ -13,7 +13,7 @@ runs through `DeltaEdge`:
 * `sql_retrying()` re-runs a statement that Delta rejected because a concurrent writer (a user's
   OPTIMIZE / VACUUM / ALTER) committed first: nothing of the rejected statement committed, so
   re-running it is safe. Jittered exponential backoff, about a minute in all.
-* `snapshot()` / `table_version()` / `txn_version()` read the Delta log through py4j (DeltaLog has
+* `snapshot()` / `table_version()` read the Delta log through py4j (DeltaLog has
   no public Python API).
 
 The replicator's own state files go through the warehouse's store (`replicator.storage`).
@@ -287,11 +287,6 @@ class DeltaEdge:
             if ts is not None:
                 return ts
         return -1
-
-    def txn_version(self, path: str, app_id: str) -> int:
-        """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
-        opt = self.snapshot(path).transactions().get(app_id)
-        return int(opt.get()) if opt.isDefined() else -1
 
 
 # What Hadoop's s3a (and the AWS SDK under it) says when the store cannot be reached or refuses us.

@@ -239,8 +239,7 @@ class DeltaApplier(DeltaEdge):
 
     Statement execution, conflict retries and Delta log lookups are the edge's (`DeltaEdge`)."""
 
-    def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator",
-                 table_features: str = DEFAULT_PROFILE) -> None:
+    def __init__(self, spark: SparkSession, table_features: str = DEFAULT_PROFILE) -> None:
         super().__init__(spark)
         # What a new table gets (`--table-features`); a table keeps whatever it already has.
         self.table_features: Profile = check_profile(table_features)
@@ -250,7 +249,6 @@ class DeltaApplier(DeltaEdge):
         self.rewrite_limit = DEFAULT_REWRITE_LIMIT
         # Per-MERGE session confs (`make bench` measures them; see MERGE_CONF).
         self.merge_conf = dict(MERGE_CONF)
-        self.app_id_prefix = app_id_prefix
         # Bound the ON clause to the source's key range so Delta skips files (see module doc), on
         # tables of at least `key_range_min_bytes`; `make bench` turns it off to measure the
         # difference, tests lower the size to exercise it on small tables.
@@ -270,7 +268,7 @@ class DeltaApplier(DeltaEdge):
     def for_session(self, spark: SparkSession) -> DeltaApplier:
         """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
         conflict retries counted together; session confs stay per session."""
-        other = DeltaApplier(spark, self.app_id_prefix, self.table_features)
+        other = DeltaApplier(spark, self.table_features)
         other.schema_change, other.rewrite_limit = self.schema_change, self.rewrite_limit
         other.merge_conf = dict(self.merge_conf)
         other.key_range_pruning = self.key_range_pruning
@@ -291,9 +289,6 @@ class DeltaApplier(DeltaEdge):
         props = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in properties.items())
         comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
         self.sql(f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({cols}) USING delta{comment} TBLPROPERTIES ({props})")
-
-    def app_id(self, uid: str) -> str:
-        return f"{self.app_id_prefix}/{uid}"
 
     # -- merge -----------------------------------------------------------------------------------
     def source_table(self, spec: TableSpec, changes: Sequence[Change]) -> pa.Table:
