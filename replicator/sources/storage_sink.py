@@ -12,53 +12,54 @@ How the files map onto the engine (docs/storage-sink.md):
   version without one (a table older than the changefeed) gives its CREATE TABLE from the
   recorded columns, so its types are exact before its first row; a later version without a DDL
   (a rescheduled table, a resumed changefeed) gives nothing.
-* A pass reads `metadata` (checkpoint-ts) first, then the schema files and, per stream, the data
-  files up to the one its index file names (never past it), then puts a `Resolved(checkpoint)`
-  on every partition after the last file read. Every row at or below the checkpoint was written
-  before the checkpoint was, so it is in a file listed after it was read: the windower's rules
-  (docs/windows.md) hold as for Kafka.
+* A pass reads `metadata` (checkpoint-ts) first; when it moved, it lists what is new and, per
+  stream, the data files up to the one its index file names (never past it). Every row at or
+  below the checkpoint was written before the checkpoint was, so it is in a file listed after
+  it was read. The files are then read lazily, a poll's worth at a time, always the next file of
+  the stream read least far in commit ts, each followed by a resolved event on its stream at the
+  highest ts below every row still unread there (a stream's files are in commit-ts order), and
+  the stream's last one by `Resolved(checkpoint)`. The window thus moves on while a backlog is
+  read and the engine applies and lets go of its rows in bounded steps. A schema file is handed
+  out once every stream was read up to its version (a DROP TABLE then never finds rows of its
+  table unread); the loop's check of quiet topics (`read_to_end`) reads what it waits for first.
+  The windower's rules (docs/windows.md) hold as for Kafka.
 
-Listing cost per pass: the changefeed's databases and tables, each table's schema files, and
-per live table version its date directories and index files; a table version older than the
-table's newest one is read once more after the checkpoint passes that newer version, then no more.
+Store calls: see `storage_listing` (a pass whose checkpoint did not move lists nothing).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import heapq
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from replicator.codec import codec_for
 from replicator.codec.csv.common import CsvConfig, split_records
-from replicator.codec.csv.decoder import MISSING_COMMIT_TS, MissingCommitTs, TableShape, decode_record, is_header
+from replicator.codec.csv.decoder import MISSING_COMMIT_TS, MissingCommitTs, decode_record, is_header
 from replicator.codec.storage_sink.layout import (
     EXTENSIONS,
     META_DIR,
-    METADATA,
     SOURCE_PREFIX,
     DataFile,
     DateSeparator,
-    StreamKey,
     after_file,
-    date_key,
     fold_offset,
     index_name,
-    index_writer,
-    meta_topic,
     parse_index,
-    parse_metadata,
     unfold_offset,
 )
-from replicator.codec.storage_sink.schema import SchemaFile, parse_schema_file, parse_schema_name
+from replicator.codec.storage_sink.schema import SchemaFile
 from replicator.codec.values import DecodeOptions
 from replicator.ddl_classify import classify_ddl
 from replicator.errors import ConfigError, DecodeError, StorageError
 from replicator.events import TP, DdlCode, DdlEvent, Event, Position, Record, Resolved, RowChange
+from replicator.sources.storage_listing import DataStream, MetaStream, SinkListing
 from replicator.storage.fileio import FileIO, normalise_root
 from replicator.storage.stores import fileio_for
 
@@ -85,29 +86,6 @@ class StorageSinkSettings:
     from_ts: int = 0  # replay: rows below this commit ts are left out (every DDL is kept: exact schemas)
 
 
-@dataclass
-class _Data:
-    key: StreamKey
-    tp: TP
-    directory: str
-    next: tuple[int, int, int] = (0, 0, 0)  # (date key, file number, line) of the next record to read
-    shape: TableShape | None = None
-    dates: dict[int, tuple[str, int]] = field(default_factory=dict)  # date key -> (directory, name width)
-    final: bool = False  # a newer version exists and the checkpoint passed it: read once more
-    retired: bool = False  # read after it was final: nothing more can come
-
-
-@dataclass
-class _Meta:
-    schema: str
-    table: str
-    tp: TP
-    directory: str
-    next_version: int = 0
-    first_version: int | None = None
-    versions: dict[int, SchemaFile] = field(default_factory=dict)
-
-
 class StorageSinkSource:
     """`Source` over a storage-sink changefeed (a directory or an `s3a://` prefix)."""
 
@@ -123,23 +101,39 @@ class StorageSinkSource:
         self.decode_options = decode_options or DecodeOptions()
         self._ext = EXTENSIONS[settings.protocol]
         self._codec = codec_for("canal-json") if settings.protocol == "canal-json" else None
-        self._data: dict[str, _Data] = {}
-        self._meta: dict[str, _Meta] = {}
-        self._done: set[StreamKey] = set()  # table versions whose streams are all final
+        self.listing = SinkListing(self.io, self.root, ext=self._ext, csv=settings.protocol == "csv",
+                                   date_separator=settings.date_separator,
+                                   partition_separator=settings.partition_separator)
+        self._data = self.listing.data
+        self._meta = self.listing.meta
+        self._done = self.listing.done
         self._queue: deque[Record] = deque()
+        self._queued_to: dict[str, int] = {}  # topic -> offset of the last record queued
+        self._urgent: set[str] = set()  # quiet topics the loop waits for: read before the others
+        self._streams: list[tuple[int, int, str]] = []  # heap of (lo, turn, topic): streams with files left
+        self._ddls: list[tuple[int, str]] = []  # heap of (version, topic): each table's next schema file
         self._positions: dict[TP, int | None] = {}
         self._passes = 0
         self._last_pass = 0.0
+        self._discovered_cp: int | None = None  # the checkpoint of the last listing of the streams
+        self._planned_cp: int | None = None  # the checkpoint of the last pass (its files are read by `_fill`)
+        self._cp = 0  # the checkpoint the current pass reads up to
         self.checkpoint_ts = 0  # the `metadata` checkpoint-ts of the last pass
         self.checkpoint_read_at = 0.0  # wall-clock time it was read (status, lag)
         self.files_read = 0
-        self.lists = 0  # directory listings made (the listing cost)
+
+    @property
+    def lists(self) -> int:
+        """Directory listings made (the listing cost)."""
+        return self.listing.lists
 
     # -- Source ---------------------------------------------------------------------------------
     def partitions(self) -> list[TP]:
         """The streams present now (listed, not read); more are found as they appear."""
-        self._discover(self._read_checkpoint() or 0)
-        return [m.tp for m in self._meta.values()] + [d.tp for d in self._data.values()]
+        cp = self.listing.read_checkpoint() or 0
+        self.listing.discover(cp)
+        self._discovered_cp = cp
+        return self.fresh_partitions()
 
     def start(self, positions: Mapping[TP, int | None]) -> None:
         self._positions = dict(positions)
@@ -150,12 +144,13 @@ class StorageSinkSource:
         self._check_commit_ts()
 
     def poll(self) -> list[Record]:
-        if not self._queue:
+        if not self._queue and not self._unread():
             wait = self.settings.poll_interval_s - (time.monotonic() - self._last_pass)
             if self._passes and wait > 0:
                 time.sleep(min(wait, 0.2))  # a follower polling an idle changefeed must not spin
                 return []
             self._pass()
+        self._fill()
         out: list[Record] = []
         while self._queue and len(out) < self.settings.poll_max_records:
             out.append(self._queue.popleft())
@@ -163,19 +158,57 @@ class StorageSinkSource:
 
     def caught_up(self) -> bool:
         """True once a pass has run since start and everything it found was handed out."""
-        return self._passes > 0 and not self._queue
+        return self._passes > 0 and not self._queue and not self._unread()
+
+    def backlogged(self) -> bool:
+        """Files of the current pass are still unread (a follower reads on before its interval step)."""
+        return bool(self._queue) or self._unread()
 
     def commit(self, offsets: Mapping[TP, int]) -> None:
         """Nothing to publish: the warehouse state is the progress."""
 
     def lag(self) -> int | None:
-        return len(self._queue)
+        return len(self._queue) + sum(len(d.pending) for d in self._data.values())
 
     def partition_lags(self, read_to: Mapping[TP, int] | None = None) -> dict[TP, int] | None:
         return None
 
     def close(self) -> None:
         self._queue.clear()
+
+    # -- PartitionDiscovery: the loop checks these before it applies a step ----------------------
+    def fresh_partitions(self) -> list[TP]:
+        """Every stream found so far. Each pass lists the streams right after reading `metadata`,
+        before any of its records is handed out: a stream found later holds only rows above the
+        checkpoint the window may have reached."""
+        return [m.tp for m in self._meta.values()] + [d.tp for d in self._data.values()]
+
+    def add_partitions(self, new: Sequence[TP]) -> bool:
+        return True  # already read from their first file (they have no cursor)
+
+    def read_to_end(self, topics: Sequence[str], read_to: Mapping[TP, int]) -> bool | None:
+        """Whether the quiet topics (their tables dropped or renamed away: the window does not wait
+        for them) have nothing left in this pass; those that have are read first from now on."""
+        behind = {t for t in topics if self._topic_unread(t) or read_to.get(TP(t, 0), 0) <= self._queued_to.get(t, -1)}
+        self._urgent |= behind
+        return not behind
+
+    def _topic_unread(self, topic: str) -> bool:
+        stream = self._data.get(topic) or self._meta.get(topic)
+        return stream is not None and bool(stream.pending)
+
+    def _unread(self) -> bool:
+        """Files or schema files of the current pass not handed out yet."""
+        if self._low() is not None:
+            return True
+        heap = self._ddls
+        while heap:
+            version, topic = heap[0]
+            meta = self._meta[topic]
+            if meta.pending and meta.pending[0] == version:
+                return True
+            heapq.heappop(heap)
+        return False
 
     # -- decoding (the engine calls this instead of a Kafka codec) -------------------------------
     def decode(self, rec: Record) -> list[Event]:
@@ -191,26 +224,27 @@ class StorageSinkSource:
         if rec.key == _BROKEN:
             raise DecodeError(value.decode("utf-8", "replace"), where=f"{where} (the rest of the file is skipped)")
         try:
-            events = self._row_events(data, value, pos)
+            events = self._row_events(data, value, pos, self.decode_options)
         except MissingCommitTs:
             raise
         except DecodeError as exc:
             raise DecodeError(exc.what, where=f"{where}{' ' + exc.where if exc.where else ''}") from None
         return [e for e in events if not isinstance(e, RowChange) or e.commit_ts >= self.settings.from_ts]
 
-    def file_line(self, data: _Data, offset: int) -> str:
+    def file_line(self, data: DataStream, offset: int) -> str:
         """A record's place in the words of the files: `<path of its data file> line <n>`."""
         dkey, num, line = unfold_offset(offset)
         directory, width = data.dates.get(dkey, (data.directory, 20))
         return f"{self.io.join(directory, DataFile(num, data.key.uuid, self._ext, width).name())} line {line}"
 
-    def _row_events(self, data: _Data, value: bytes, pos: Position) -> list[Event]:
+    def _row_events(self, data: DataStream, value: bytes, pos: Position | None,
+                    options: DecodeOptions) -> list[Event]:
         if self._codec is not None:
-            return self._codec.decode(None, value, options=self.decode_options, position=pos)
+            return self._codec.decode(None, value, options=options, position=pos)
         if data.shape is None:
             raise DecodeError(f"no schema file for table version {data.key.directory}")
         text = value.decode("utf-8", "surrogateescape")
-        return [decode_record(text, data.shape, self.settings.csv, options=self.decode_options, position=pos)]
+        return [decode_record(text, data.shape, self.settings.csv, options=options, position=pos)]
 
     def _schema_events(self, topic: str, version: int, pos: Position) -> list[Event]:
         meta = self._meta[topic]
@@ -224,159 +258,186 @@ class StorageSinkSource:
         return []
 
     # -- passes ---------------------------------------------------------------------------------
-    def _path(self, *parts: str) -> str:
-        return self.io.join(self.root, *parts)
-
-    def _read_checkpoint(self) -> int | None:
-        data = self.io.read(self._path(METADATA))
-        if data is None:
-            return None
-        return parse_metadata(data, self._path(METADATA))
-
-    def _children(self, path: str) -> list[str]:
-        self.lists += 1
-        return self.io.children(path)
-
     def _pass(self) -> None:
+        """Read `metadata`; when the checkpoint moved, list what is new and plan every stream's
+        files up to its index (read later, in commit-ts order across streams, by `_fill`)."""
         self._last_pass = time.monotonic()
-        cp = self._read_checkpoint()  # first: every row at or below it is in a file listed after this
+        cp = self.listing.read_checkpoint()  # first: every row at or below it is in a file listed after this
         self._passes += 1
-        if cp is None:
-            return
+        if cp is None or cp == self._planned_cp:
+            return  # nothing moved: rows above the checkpoint wait for it, nothing is listed
         if cp > self.checkpoint_ts:
             self.checkpoint_ts, self.checkpoint_read_at = cp, time.time()
-        self._discover(cp)
+        if cp != self._discovered_cp:
+            self.listing.discover(cp)
+        self._discovered_cp = self._planned_cp = self._cp = cp
+        self._streams, self._ddls = [], []
+        self._urgent.clear()  # the loop asks again for what it still waits for
         for meta in self._meta.values():
-            for version in sorted(v for v in meta.versions if v >= meta.next_version):
-                self._queue.append(Record(meta.tp.topic, 0, version, -1, _SCHEMA, b""))
-                meta.next_version = version + 1
-            self._marker(meta.tp, max(meta.next_version - 1, 0), cp)
+            meta.pending.extend(sorted(v for v in meta.versions if v >= meta.next_version))
+            self._mark_meta(meta)
         for data in self._data.values():
             if not data.retired:
-                self._read_stream(data)
+                data.pending.extend(self.listing.plan(data))
                 data.retired = data.final
-            date, num, _ = data.next
-            self._marker(data.tp, after_file(date, max(num - 1, 0)), cp)
-
-    def _marker(self, tp: TP, offset: int, cp: int) -> None:
-        self._queue.append(Record(tp.topic, tp.partition, offset, -1, _RESOLVED, str(cp).encode()))
-
-    def _discover(self, cp: int) -> None:
-        """Find new schema files (table versions) and data streams."""
-        for schema in self._children(self.root):
-            if schema == METADATA:
+            if not data.pending:
+                self._mark(data, cp)
                 continue
-            for table in self._children(self._path(schema)):
-                if table == META_DIR:
-                    self._schema_files(schema, "")
-                else:
-                    self._schema_files(schema, table)
-        newest: dict[tuple[str, str], int] = {}
-        for meta in self._meta.values():
-            if meta.table and meta.versions:
-                newest[(meta.schema, meta.table)] = max(meta.versions)
-        for meta in self._meta.values():
-            if not meta.table:
-                continue
-            for version, sf in meta.versions.items():
-                self._streams_of(sf, version, cp, newest[(meta.schema, meta.table)])
+            if data.marked < 0 and data.lo == 0:
+                self._peek(data)
+            self._push(data)
 
-    def _schema_files(self, schema: str, table: str) -> None:
-        topic = meta_topic(schema, table)
-        meta = self._meta.get(topic)
-        directory = self._path(schema, table, META_DIR) if table else self._path(schema, META_DIR)
-        if meta is None:
-            meta = _Meta(schema, table, TP(topic, 0), directory)
-        for name in self._children(directory):
-            parsed = parse_schema_name(name)
-            if parsed is None or parsed[0] in meta.versions:
-                continue
-            path = self.io.join(directory, name)
-            data = self.io.read(path)
-            if data is None:
-                continue
-            meta.versions[parsed[0]] = parse_schema_file(data, path)
-        if meta.versions:
-            meta.first_version = min(meta.versions)
-            self._meta.setdefault(topic, meta)
+    def _fill(self) -> None:
+        """Queue records until a poll's worth is queued or the pass is all read: always the file
+        of the stream read least far (in commit ts), each followed by its stream's resolved event
+        at the highest ts below every row still unread there, so the window moves on and the
+        engine applies and lets go of rows in bounded steps (never the whole backlog at once).
+        A schema file is handed out once every stream was read to its version, or at once when
+        the loop waits for its topic. Heaps keep it O(log streams) a file."""
+        while len(self._queue) < self.settings.poll_max_records:
+            low = self._low()
+            self._hand_out_ddls(low)
+            if low is None:
+                return
+            urgent = [self._data[t] for t in sorted(self._urgent) if t in self._data and self._data[t].pending]
+            data = urgent[0] if urgent else self._data[heapq.heappop(self._streams)[2]]
+            self._read_file(data)
+            self._mark(data, self._cp if not data.pending else min(self._cp, data.lo))
+            if data.pending:
+                self._push(data)
 
-    def _streams_of(self, sf: SchemaFile, version: int, cp: int, newest: int) -> None:
-        """The data streams of one table version (partition directories, writers)."""
-        base = StreamKey(sf.schema, sf.table, version)
-        if base in self._done:
+    def _push(self, data: DataStream) -> None:
+        data.turn += 1  # an older entry of the stream in the heap is stale
+        heapq.heappush(self._streams, (data.lo, data.turn, data.tp.topic))
+
+    def _low(self) -> int | None:
+        """The least `lo` of the streams with files left (None: none has)."""
+        heap = self._streams
+        while heap:
+            lo, turn, topic = heap[0]
+            data = self._data[topic]
+            if data.turn == turn and data.pending:
+                return lo
+            heapq.heappop(heap)
+        return None
+
+    def _hand_out_ddls(self, low: int | None) -> None:
+        """The schema files at versions up to `low + 1` (all, with `low` None), and those of the
+        topics the loop waits for."""
+        for topic in [t for t in self._urgent if t in self._meta]:
+            meta = self._meta[topic]
+            while meta.pending:
+                self._schema_record(meta)
+            self._urgent.discard(topic)
+            self._mark_meta(meta)
+        heap = self._ddls
+        while heap and (low is None or heap[0][0] <= low + 1):
+            version, topic = heapq.heappop(heap)
+            meta = self._meta[topic]
+            if meta.pending and meta.pending[0] == version:
+                self._schema_record(meta)
+                self._mark_meta(meta)
+
+    def _schema_record(self, meta: MetaStream) -> None:
+        version = meta.pending.popleft()
+        self._put(Record(meta.tp.topic, 0, version, -1, _SCHEMA, b""))
+        meta.next_version = version + 1
+
+    def _mark_meta(self, meta: MetaStream) -> None:
+        """The schema files' resolved event below the next one left (at the checkpoint: none left)."""
+        if meta.pending:
+            heapq.heappush(self._ddls, (meta.pending[0], meta.tp.topic))
+            self._mark(meta, min(self._cp, meta.pending[0] - 1))
+        else:
+            self._mark(meta, self._cp)
+
+    def _peek(self, data: DataStream) -> None:
+        """A stream not read yet in this run (new, or resumed): the commit ts of its first unread
+        record, read and let go, bounds what it holds, so the window need not wait for the
+        stream's turn (nor the stream be read ahead of its turn) to move past what precedes it."""
+        f = data.pending[0]
+        content = self.io.read(self.listing.file_path(data, f))
+        if content is None:
             return
-        vdir = self._path(sf.schema, sf.table, str(version))
-        dirs: list[tuple[int | None, str]] = [(None, vdir)]
-        if self.settings.partition_separator:
-            for name in self._children(vdir):
-                if name.isdigit() and date_key(name, self.settings.date_separator) is None:
-                    dirs.append((int(name), self.io.join(vdir, name)))
-        shape = TableShape.of(sf.schema, sf.table, sf.columns) if self.settings.protocol == "csv" else None
-        for partition, directory in dirs:
-            for writer in self._writers(directory):
-                key = StreamKey(base.schema, base.table, version, partition, writer)
-                if key.topic not in self._data:
-                    self._data[key.topic] = _Data(key, TP(key.topic, 0), directory, shape=shape)
-        # A version older than the table's newest is finished once the checkpoint passed the newer
-        # one: its streams are read once more (this pass), then never listed again.
-        if version < newest and cp >= newest:
-            self._done.add(base)
-            for d in self._data.values():
-                if (d.key.schema, d.key.table, d.key.version) == (base.schema, base.table, version):
-                    d.final = True
-
-    def _date_dirs(self, directory: str, since: int) -> list[tuple[int, str]]:
-        """(date key, directory) of the stream's date directories at or after `since`, in order."""
-        sep = self.settings.date_separator
-        if sep == "none":
-            return [(0, directory)]
-        found = []
-        for name in self._children(directory):
-            key = date_key(name, sep)
-            if key is not None and key >= since:
-                found.append((key, self.io.join(directory, name)))
-        return sorted(found)
-
-    def _writers(self, directory: str) -> set[str]:
-        writers: set[str] = set()
-        for _, ddir in self._date_dirs(directory, 0):
-            for name in self._children(self.io.join(ddir, META_DIR)):
-                writer = index_writer(name)
-                if writer is not None:
-                    writers.add(writer)
-        return writers
-
-    def _read_stream(self, data: _Data) -> None:
-        """Queue the records of every data file up to what the index files name, from `data.next`."""
-        key = data.key
-        for dkey, ddir in self._date_dirs(data.directory, data.next[0]):
-            index = self.io.join(ddir, META_DIR, index_name(key.uuid))
-            raw = self.io.read(index)
-            if raw is None:
+        first_line = data.next[2] if (f.dkey, f.num) == data.next[:2] else 0
+        options = dataclasses.replace(self.decode_options, invalid_text=None, state=None)
+        for line, value in self._records(content):
+            if line < first_line or value is None:
                 continue
-            last = parse_index(raw, index)
-            start = data.next[1] if dkey == data.next[0] else 1
-            for num in range(max(start, 1), last.num + 1):
-                name = DataFile(num, key.uuid, self._ext, last.width).name()
-                path = self.io.join(ddir, name)
-                content = self.io.read(path)
-                if content is None:
-                    if num == last.num:
-                        return  # named by the index before it is written: the next pass reads it
-                    continue  # a number a restarted writer skipped
-                self.files_read += 1
-                data.dates[dkey] = (ddir, last.width)
-                first_line = data.next[2] if (dkey, num) == data.next[:2] else 0
-                self._queue_file(data, dkey, num, path, content, first_line)
-                data.next = (dkey, num + 1, 0)
+            ts = self._commit_ts(data, value, options)
+            if ts is not None:
+                data.lo = ts - 1
+                self._mark(data, min(self._cp, data.lo))
+            return
 
-    def _queue_file(self, data: _Data, dkey: int, num: int, path: str, content: bytes, first_line: int) -> None:
+    def _records(self, content: bytes) -> Iterator[tuple[int, bytes | None]]:
+        """(line, record) of a data file; a header record is None; stops where it cannot be split."""
+        text = content.decode("utf-8", "surrogateescape")
+        if self.settings.protocol == "csv":
+            records = split_records(text, self.settings.csv)
+        else:
+            records = iter([(i + 1, line.rstrip("\r")) for i, line in enumerate(text.split("\n")) if line.strip()])
+        with contextlib.suppress(DecodeError):
+            for line, record in records:
+                header = self.settings.protocol == "csv" and is_header(record, self.settings.csv)
+                yield line, None if header else record.encode("utf-8", "surrogateescape")
+
+    def _commit_ts(self, data: DataStream, value: bytes, options: DecodeOptions) -> int | None:
+        try:
+            events = self._row_events(data, value, None, options)
+        except DecodeError:
+            return None
+        return max((e.commit_ts for e in events if isinstance(e, RowChange)), default=None)
+
+    def _put(self, rec: Record) -> None:
+        self._queue.append(rec)
+        self._queued_to[rec.topic] = rec.offset
+
+    def _mark(self, stream: DataStream | MetaStream, ts: int) -> None:
+        """A resolved event at `ts` on the stream: every record at or below it was queued before it."""
+        if ts <= stream.marked:
+            return
+        stream.marked = ts
+        if isinstance(stream, MetaStream):
+            offset = max(stream.next_version - 1, 0)
+        else:
+            stream.lo = max(stream.lo, ts)  # every row at or below it was read
+            date, num, _ = stream.next
+            offset = after_file(date, max(num - 1, 0))
+        self._put(Record(stream.tp.topic, stream.tp.partition, offset, -1, _RESOLVED, str(ts).encode()))
+
+    def _read_file(self, data: DataStream) -> None:
+        """Queue the records of the stream's next planned file (from `data.next`)."""
+        f = data.pending.popleft()
+        path = self.listing.file_path(data, f)
+        content = self.io.read(path)
+        if not content:
+            if f.last:
+                # named by the index before it is written (or still empty: TiCDC's next writer of the
+                # directory writes that number again): the next pass reads it
+                data.pending.clear()
+            return  # else a number a restarted writer skipped
+        self.files_read += 1
+        data.dates[f.dkey] = (f.directory, f.width)
+        first_line = data.next[2] if (f.dkey, f.num) == data.next[:2] else 0
+        last_ts = self._queue_file(data, f.dkey, f.num, path, content, first_line)
+        data.next = (f.dkey, f.num + 1, 0)
+        if last_ts is not None:
+            # A stream's files are in commit-ts order: what is still unread there comes after it.
+            data.lo = max(data.lo, last_ts - 1)
+        if not data.pending:
+            self._urgent.discard(data.tp.topic)
+
+    def _queue_file(self, data: DataStream, dkey: int, num: int, path: str, content: bytes,
+                    first_line: int) -> int | None:
+        """Queue a file's records from `first_line`; the commit ts of its last one (None: none decodes)."""
         topic = data.tp.topic
         text = content.decode("utf-8", "surrogateescape")
         if self.settings.protocol == "csv":
             records = split_records(text, self.settings.csv)
         else:
             records = iter([(i + 1, line.rstrip("\r")) for i, line in enumerate(text.split("\n")) if line.strip()])
+        values: list[bytes] = []
         try:
             for line, record in records:
                 if line < first_line:
@@ -384,12 +445,22 @@ class StorageSinkSource:
                 if self.settings.protocol == "csv" and is_header(record, self.settings.csv):
                     continue
                 value = record.encode("utf-8", "surrogateescape")
-                self._queue.append(Record(topic, 0, self._offset(path, dkey, num, line), -1, _ROW, value))
+                values.append(value)
+                self._put(Record(topic, 0, self._offset(path, dkey, num, line), -1, _ROW, value))
         except DecodeError as exc:  # dead-lettered (or stopping the run) like an undecodable record
             line = int((exc.where or "line 1").rsplit(" ", 1)[-1])
             if line >= first_line:
-                self._queue.append(Record(topic, 0, self._offset(path, dkey, num, line), -1, _BROKEN,
-                                          exc.what.encode()))
+                self._put(Record(topic, 0, self._offset(path, dkey, num, line), -1, _BROKEN, exc.what.encode()))
+        return self._last_ts(data, values)
+
+    def _last_ts(self, data: DataStream, values: list[bytes]) -> int | None:
+        """The commit ts of the last record that decodes (its own options: nothing is counted)."""
+        options = dataclasses.replace(self.decode_options, invalid_text=None, state=None)
+        for value in reversed(values):
+            ts = self._commit_ts(data, value, options)
+            if ts is not None:
+                return ts
+        return None
 
     @staticmethod
     def _offset(path: str, dkey: int, num: int, line: int) -> int:
@@ -407,7 +478,7 @@ class StorageSinkSource:
         for data in self._data.values():
             if data.shape is None:
                 continue
-            for _, ddir in reversed(self._date_dirs(data.directory, 0)):
+            for _, ddir in reversed(self.listing.date_dirs(data.directory, 0)):
                 index = self.io.join(ddir, META_DIR, index_name(data.key.uuid))
                 raw = self.io.read(index)
                 content = self.io.read(self.io.join(ddir, parse_index(raw, index).name())) if raw else None

@@ -1,13 +1,17 @@
 """TiCDC's storage sink into real Delta tables: a simulated CSV changefeed in a directory, read by a
 follower while its files appear and then by a catch-up run of the rest, and a canal-json changefeed
-in an S3-compatible store (`s3a://`), each compared exactly with the simulator's expected tables."""
+in an S3-compatible store (`s3a://`), each compared exactly with the simulator's expected tables;
+and, without Spark, a backlog in the S3 store read in one pass killed at random instants inside it."""
 
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from replicator.engine.pipeline import Engine, RunOptions
 from replicator.sim.model import SimConfig
@@ -18,6 +22,7 @@ from replicator.sources.storage_sink import StorageSinkSettings, StorageSinkSour
 from replicator.storage.local import LocalFileIO
 from tests.integration.helpers import Background
 from tests.s3_fixtures import S3Server
+from tests.unit.test_storage_sink_source import Replica
 
 
 # Small and cheap (each DDL and each step costs Delta commits), yet with a DDL version, a table split
@@ -98,3 +103,28 @@ def test_a_bad_record_is_a_dead_letter_naming_its_stream_and_line(spark: Any, tm
     (dead,) = read_dead_letters(spark, Warehouse(str(tmp_path / "wh")))
     assert dead["topic"] == data.parent.parent.relative_to(sink).as_posix() and dead["value"] == b'"I","broken"'
     assert f"{data} line 1" in str(dead["error"])
+
+
+def test_kills_inside_one_pass_over_a_backlog_in_s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The source reading an `s3a://` bucket (listings by prefix and delimiter, absent keys) whose
+    whole changefeed is one pass: applied in steps at the streams' intermediate resolved events,
+    killed at random instants between and inside them (the warehouse and progress as last saved:
+    the engine's loop in miniature, no Spark), resumed from the cursors, exact. The same with
+    `replicator run` and kill -9: tests/reliability/test_storage_sink_kills.py (soak)."""
+    from replicator.storage.options import StorageOptions
+    from replicator.storage.s3 import S3FileIO
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    io = S3FileIO(StorageOptions(endpoint=s3_server.endpoint, region=s3_server.region))
+    sim = Simulation(SimConfig(protocol="open", events=400, seed=12, tables=4, ddl="all"))
+    url = s3_server.warehouse_url("storage-sink-kills")
+    write_storage_sink(sim, url, io=io)
+    replica, rnd, kills, applied = Replica(url, "csv", io), random.Random(5), 0, set()
+    while not replica.run(kill_after=rnd.randint(20, 300)) and kills < 6:
+        kills += 1
+        applied.add(replica.saved[0].applied_ts)
+    assert replica.run()
+    assert kills >= 3 and len(applied - {0}) >= 2  # steps were saved inside the pass, between kills
+    assert compare_tables(sim.expected, replica.saved[1].tables()) == []
+    assert replica.saved[0].applied_ts == sim.expected.watermark

@@ -1,9 +1,13 @@
 """SIGKILL of `replicator run --storage-sink` at random instants after it applied a step (mid-MERGE,
 mid-DDL, between data and progress), then a rerun: the warehouse equals the simulator's expected
-tables exactly. The storage-sink twin of test_kills.py's DDL stream (CI: two kills; soak: ten)."""
+tables exactly. The storage-sink twin of test_kills.py's DDL stream (CI: two kills; soak: ten);
+and a changefeed in an `s3a://` store whose whole backlog is one pass, killed between the steps
+that pass applies (its intermediate resolved events) and resumed from the cursors (soak only: two
+JVM starts, over a minute; CI runs it in-process in seconds, tests/integration/test_storage_sink.py)."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -17,15 +21,18 @@ from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.storage_sink import write_storage_sink
 from tests.reliability.common import cli_env, kill_group, size, steps_done, tail, wait_for
+from tests.s3_fixtures import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(1800)]
 
 
-def _start(sink: Path, wh: Path, log: Path) -> subprocess.Popen[bytes]:
+def _start(sink: Path | str, wh: Path, log: Path, *args: str, env: dict[str, str] | None = None
+           ) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "replicator", "run", "--storage-sink", str(sink), "--protocol", "csv",
-           "--warehouse", str(wh), "--until-caught-up"]
+           "--warehouse", str(wh), "--until-caught-up", *args]
     with open(log, "ab") as err:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(), start_new_session=True)
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(**(env or {})),
+                                start_new_session=True)
 
 
 def test_sigkill_at_random_instants_of_a_storage_sink(spark: Any, tmp_path: Path) -> None:
@@ -49,4 +56,24 @@ def test_sigkill_at_random_instants_of_a_storage_sink(spark: Any, tmp_path: Path
     final = _start(sink, wh, log)
     assert final.wait(timeout=1200) == 0, tail(log)
     assert landed >= 1, "no kill landed: the stream was consumed first"
+    assert check_warehouse(spark, wh, sim.expected) == []
+
+
+@pytest.mark.soak  # a JVM start per run (about 85 s on a busy 2-core machine): `make soak`
+def test_sigkill_inside_one_pass_over_a_backlog_in_s3(s3_store: S3Server, spark: Any, tmp_path: Path) -> None:
+    """The whole changefeed is in the bucket before the first run: one pass, applied in steps of
+    --max-buffer-rows at the streams' intermediate resolved events. A kill after the first step
+    lands inside that pass; the rerun resumes each stream from its file and line and is exact."""
+    sim = Simulation(SimConfig(protocol="open", seed=23, events=size(150, 3000), tables=2, ddl="none"))
+    sink, wh, log = s3_store.warehouse_url("storage-sink"), tmp_path / "wh", tmp_path / "runs.log"
+    write_storage_sink(sim, sink)
+    proc = _start(sink, wh, log, "--max-buffer-rows", "20", env=s3_store.env())
+    wait_for("the run to apply a step", lambda: proc.poll() is not None or steps_done(wh) > 0, timeout=600)
+    time.sleep(random.Random(23).uniform(0.0, 1.0))
+    assert proc.poll() is None, f"the run ended before the kill:\n{tail(log)}"
+    kill_group(proc)
+    applied = json.loads((wh / "_replicator" / "state.json").read_text())["applied_ts"]
+    assert 0 < applied < sim.expected.watermark  # killed inside the pass, after some of its steps
+    final = _start(sink, wh, log, env=s3_store.env())  # the rest in one step
+    assert final.wait(timeout=900) == 0, tail(log)
     assert check_warehouse(spark, wh, sim.expected) == []

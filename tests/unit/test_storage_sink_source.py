@@ -17,6 +17,7 @@ import pytest
 
 from replicator.codec.csv.common import CsvConfig
 from replicator.delta.ddl.scope import ddl_scope
+from replicator.engine.loop import ControlLoop, LoopOptions
 from replicator.engine.window import Windower
 from replicator.errors import ConfigError, DecodeError
 from replicator.events import TP, Record, RowChange
@@ -26,6 +27,7 @@ from replicator.sim.simcheck import compare_tables
 from replicator.sim.storage_sink import StorageLayout, write_storage_sink
 from replicator.sim.stream import Simulation
 from replicator.sources.storage_sink import StorageSinkSettings, StorageSinkSource
+from replicator.storage.fileio import FileIO
 from replicator.storage.local import LocalFileIO
 from tests.unit.test_simulate import MemoryWarehouse
 
@@ -38,20 +40,22 @@ class Replica:
     """The engine's loop in miniature: records -> windower -> steps -> memory warehouse, with the
     progress and the warehouse saved together after every apply (what a kill leaves)."""
 
-    def __init__(self, root: Path, protocol: str, **settings: Any) -> None:
+    def __init__(self, root: Path | str, protocol: str, io: FileIO | None = None, **settings: Any) -> None:
         self.settings = StorageSinkSettings(str(root), protocol=protocol, poll_interval_s=0,  # type: ignore[arg-type]
                                             **settings)
+        self.io = io
         self.saved = (Progress(), MemoryWarehouse())
         self.records = 0
 
     def run(self, *, kill_after: int | None = None, follow: bool = False) -> bool:
         """Read until caught up (or until killed after that many records: False)."""
         progress, wh = copy.deepcopy(self.saved)
-        source = StorageSinkSource(self.settings)
+        source = StorageSinkSource(self.settings, self.io)
         parts = source.partitions()
         windower = Windower(parts, progress, scope_of=ddl_scope)
         source.start({p: progress.cursors[p].offset if p in progress.cursors else None for p in parts})
         known, n = set(parts), 0
+        loop = ControlLoop(source, source.decode, None, windower, LoopOptions())  # type: ignore[arg-type]
         while True:
             for rec in source.poll():
                 tp = TP(rec.topic, rec.partition)
@@ -64,17 +68,22 @@ class Replica:
                 if kill_after is not None and n >= kill_after:
                     return False
                 if n % 23 == 0:
-                    self._apply(windower, wh)
-            if source.caught_up():
-                self._apply(windower, wh)
+                    self._apply(loop, wh)
+            if source.caught_up() and self._apply(loop, wh):
                 return True
 
-    def _apply(self, windower: Windower, wh: MemoryWarehouse) -> None:
+    def _apply(self, loop: ControlLoop, wh: MemoryWarehouse) -> bool:
+        """Apply what is ready, once the loop's check of the streams found and of the quiet ones
+        passes (as the engine's loop does): False when it does not."""
+        windower = loop.windower
+        if windower.has_ready_step() and not loop.partitions_known():
+            return False
         while (step := windower.next_step()) is not None:
             wh.apply(step)
             windower.commit(step)
         windower.checkpoint()
         self.saved = copy.deepcopy((windower.progress, wh))
+        return True
 
 
 OTHER_CSV = CsvConfig(delimiter="|~", quote="'", terminator="\n", null="NULL", output_old_value=True,
@@ -135,6 +144,21 @@ def test_kills_at_random_instants_resume_exactly(tmp_path: Path) -> None:
     assert replica.saved[0].applied_ts == sim.expected.watermark
 
 
+def test_kills_inside_one_pass_over_a_backlog_resume_exactly(tmp_path: Path) -> None:
+    """The whole changefeed written before the first run: its one pass applies in steps at the
+    streams' intermediate resolved events; kills between them resume from the saved cursors."""
+    sim = _sim(seed=12, events=600)
+    write_storage_sink(sim, str(tmp_path))
+    replica, rnd, kills, applied = Replica(tmp_path, "csv"), random.Random(3), 0, set()
+    while not replica.run(kill_after=rnd.randint(20, 400)) and kills < 8:
+        kills += 1
+        applied.add(replica.saved[0].applied_ts)
+    assert replica.run()
+    assert kills >= 3 and len(applied - {0}) >= 2  # steps were saved inside the pass, between kills
+    assert compare_tables(sim.expected, replica.saved[1].tables()) == []
+    assert replica.saved[0].applied_ts == sim.expected.watermark
+
+
 def _first_csv(root: Path) -> Path:
     return min(p for p in root.rglob("CDC*.csv") if not p.name.startswith("CDC_"))
 
@@ -157,6 +181,33 @@ def test_nothing_is_read_past_the_index_and_a_named_file_not_yet_written_waits(t
     source2.start({p: None for p in source2.partitions()})
     topics = {r.topic for r in source2.poll()}
     assert any(t.startswith(data.parent.parent.relative_to(tmp_path).as_posix()) for t in topics)
+
+
+def test_an_empty_file_the_index_names_last_is_read_once_written(tmp_path: Path) -> None:
+    """TiCDC's next writer of a directory writes the number its index names again when that file
+    is missing or empty: the source waits for it rather than pass over it."""
+    from replicator.codec.storage_sink.schema import SchemaFile, TableColumn, render_schema_file, schema_file_name
+
+    cols = (TableColumn("id", "INT", "11", nullable=False, is_pk=True),)
+    sf = SchemaFile("db", "t", 100, "CREATE TABLE `db`.`t` (`id` INT NOT NULL, PRIMARY KEY (`id`))", 3, cols)
+    (tmp_path / "db" / "t" / "meta").mkdir(parents=True)
+    (tmp_path / "db" / "t" / "meta" / schema_file_name(sf)).write_bytes(render_schema_file(sf))
+    ddir = tmp_path / "db" / "t" / "100"
+    (ddir / "meta").mkdir(parents=True)
+    (ddir / "CDC000001.csv").write_text('"I","t","db",101,1\r\n')
+    (ddir / "CDC000002.csv").write_text("")
+    (ddir / "meta" / "CDC.index").write_text("CDC000002.csv\n")
+    (tmp_path / "metadata").write_text('{"checkpoint-ts": 101}')
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path), date_separator="none", poll_interval_s=0))
+    source.start({p: None for p in source.partitions()})
+
+    def rows() -> list[int]:
+        return [e.commit_ts for r in source.poll() for e in source.decode(r) if isinstance(e, RowChange)]
+
+    assert rows() == [101]
+    (ddir / "CDC000002.csv").write_text('"I","t","db",102,2\r\n')
+    (tmp_path / "metadata").write_text('{"checkpoint-ts": 102}')
+    assert rows() == [102]
 
 
 def test_a_changefeed_without_commit_ts_is_refused_at_start(tmp_path: Path) -> None:
@@ -269,29 +320,130 @@ def test_a_file_that_cannot_be_split_is_dead_lettered_from_where_it_breaks(tmp_p
     assert len(errors) == 1 and f"{data} line {good}" in errors[0] and "not closed" in errors[0]
 
 
-class Listing(LocalFileIO):
+class Counting(LocalFileIO):
+    """The store calls a source makes: listings and reads, by path."""
+
     def __init__(self) -> None:
         self.listed: list[str] = []
+        self.reads: list[str] = []
 
     def children(self, path: str) -> list[str]:
         self.listed.append(path)
         return super().children(path)
 
+    def read(self, path: str) -> bytes | None:
+        self.reads.append(path)
+        return super().read(path)
 
-def test_an_idle_pass_lists_no_finished_table_version(tmp_path: Path) -> None:
-    """Listing grows with what is live, not with history: once the checkpoint passed a table's
-    newer version, the older versions' directories are not listed again."""
+    def clear(self) -> None:
+        self.listed.clear()
+        self.reads.clear()
+
+
+def test_store_calls_grow_with_what_changed_not_with_history(tmp_path: Path) -> None:
+    """A pass whose checkpoint did not move reads `metadata` and nothing else; one whose checkpoint
+    moved with nothing new lists no finished table version, each live version directory once,
+    only its newest date directory's `meta/`, and reads only index files (no data file)."""
     write_storage_sink(_sim(events=300), str(tmp_path))
-    io = Listing()
+    io = Counting()
     source = StorageSinkSource(StorageSinkSettings(str(tmp_path), poll_interval_s=0), io)
     source.start({p: None for p in source.partitions()})
     while not source.caught_up():
         source.poll()
     done = {str(tmp_path / k.directory) for k in source._done}
     assert len(done) >= 3
-    io.listed.clear()
-    source.poll()  # an idle pass: nothing new
-    assert io.listed and not [p for p in io.listed if any(p.startswith(d) for d in done)]
+    for _ in range(3):
+        io.clear()
+        assert source.poll() == []  # an idle pass: nothing new, the checkpoint did not move
+        assert io.listed == [] and io.reads == [str(tmp_path / "metadata")]
+    cp = json.loads((tmp_path / "metadata").read_text())["checkpoint-ts"]
+    calls = []
+    for step in (1, 2):
+        (tmp_path / "metadata").write_text(json.dumps({"checkpoint-ts": cp + step}))
+        io.clear()
+        records = source.poll()
+        assert {r.key for r in records} == {b"resolved"}  # the streams' resolved events at the new checkpoint
+        assert not [p for p in io.listed + io.reads if any(p.startswith(d + "/") for d in done)]
+        assert len(io.listed) == len(set(io.listed))  # no directory listed twice in a pass
+        assert not [p for p in io.reads if p.endswith(".csv")]
+        calls.append(len(io.listed) + len(io.reads))
+    assert calls[0] == calls[1]
+
+
+def test_a_long_lived_table_version_lists_only_its_newest_date_directory(tmp_path: Path) -> None:
+    """Date directories accumulate under a live version: each pass lists the version directory and
+    the newest date directory's `meta/`, not those of every day the version has lived."""
+    from replicator.codec.storage_sink.schema import SchemaFile, TableColumn, render_schema_file, schema_file_name
+
+    cols = (TableColumn("id", "INT", "11", nullable=False, is_pk=True),)
+    sf = SchemaFile("db", "t", 100, "CREATE TABLE `db`.`t` (`id` INT NOT NULL, PRIMARY KEY (`id`))", 3, cols)
+    (tmp_path / "db" / "t" / "meta").mkdir(parents=True)
+    (tmp_path / "db" / "t" / "meta" / schema_file_name(sf)).write_bytes(render_schema_file(sf))
+    io = Counting()
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path), poll_interval_s=0), io)
+    for day in range(1, 11):
+        ddir = tmp_path / "db" / "t" / "100" / f"2022-01-{day:02d}"
+        (ddir / "meta").mkdir(parents=True)
+        (ddir / "CDC000001.csv").write_text(f'"I","t","db",{100 + day},{day}\r\n')
+        (ddir / "meta" / "CDC.index").write_text("CDC000001.csv\n")
+        (tmp_path / "metadata").write_text(json.dumps({"checkpoint-ts": 100 + day}))
+        if day == 1:
+            source.start({p: None for p in source.partitions()})
+        io.clear()
+        rows = [e for r in source.poll() for e in source.decode(r) if isinstance(e, RowChange)]
+        assert [e.commit_ts for e in rows] == [100 + day]
+        metas = [p for p in io.listed if p.endswith("/meta") and "2022-" in p]
+        assert len(metas) <= 2  # yesterday's (the newest before) and today's
+
+
+def test_a_backlog_is_applied_in_bounded_steps(tmp_path: Path) -> None:
+    """A backlog of many checkpoints read in one pass: the source reads the streams' files in
+    commit-ts order and puts a resolved event after each, so the engine's loop (here with a
+    memory warehouse and a small --max-buffer-rows) applies and lets go of rows in many steps:
+    the rows held at once stay within a few files' worth, far below the backlog, and the tables
+    are exact."""
+    from replicator.engine.loop import StepRecord
+    from replicator.engine.window import Step
+
+    sim = Simulation(SimConfig(protocol="open", events=6000, seed=3, tables=4, ddl="all"))
+    write_storage_sink(sim, str(tmp_path))
+    largest = max(len([x for x in p.read_bytes().split(b"\r\n") if x]) for p in tmp_path.rglob("CDC*.csv"))
+    source = StorageSinkSource(StorageSinkSettings(str(tmp_path), poll_interval_s=0, poll_max_records=100))
+    wh, held = MemoryWarehouse(), [0]
+
+    class Applier:
+        steps = 0
+
+        def apply(self, step: Step) -> StepRecord:
+            wh.apply(step)
+            self.steps += 1
+            return {}
+
+        def dead_letter(self, dead: Any) -> None:
+            raise AssertionError(dead)
+
+        def save_progress(self, progress: Progress, record: StepRecord | None) -> None:
+            pass
+
+    parts = source.partitions()
+    windower = Windower(parts, Progress(), scope_of=ddl_scope)
+    source.start({p: None for p in parts})
+    known = set(parts)
+
+    def decode(rec: Record) -> list[Any]:
+        held[0] = max(held[0], windower.buffered_rows)
+        tp = TP(rec.topic, rec.partition)
+        if tp not in known:
+            windower.add_partition(tp)
+            known.add(tp)
+        return source.decode(rec)
+
+    applier = Applier()
+    ControlLoop(source, decode, applier, windower, LoopOptions(until_caught_up=True, max_buffer_rows=100)).run()
+    assert compare_tables(sim.expected, wh.tables()) == []
+    assert windower.applied_ts == sim.expected.watermark
+    assert windower.stats.rows >= 6000 and applier.steps > 20
+    assert held[0] <= 4 * largest and held[0] < windower.stats.rows // 8, (held[0], largest)
 
 
 def test_replay_from_a_commit_ts_keeps_every_ddl_and_the_rows_from_there(tmp_path: Path) -> None:
