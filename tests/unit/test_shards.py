@@ -16,7 +16,7 @@ from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.filtering import FilterCounts
 from replicator.engine.sharding import ShardFilter
 from replicator.engine.window import Step
-from replicator.errors import ConfigError
+from replicator.errors import ConfigError, StateError
 from replicator.events import TP, Column, DdlEvent, Op, Resolved, RowChange
 from replicator.shards import Identities, ShardSpec, table_shard
 
@@ -235,3 +235,25 @@ def test_filter_counts_share_the_summary() -> None:
     f = ShardFilter(ShardSpec(1, 2), Identities(), "partition", counts)
     f.apply([row("orders", 5)], P0)
     assert counts.rows == {"other_shard": 1}
+
+
+def test_a_shards_lease_refuses_a_second_run_of_it_not_the_others(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    with Warehouse(root, shard=ShardSpec(0, 2)).locked(), Warehouse(root, shard=ShardSpec(1, 2)).locked():
+        with pytest.raises(StateError, match=r"shard 0/2 of warehouse .* is in use by another replicator run"):
+            with Warehouse(root, shard=ShardSpec(0, 2)).locked():
+                pass
+
+
+@pytest.mark.parametrize("text", ["3/3", "-1/2", "a/b", "0/0"])
+def test_cli_refuses_a_malformed_shard_with_exit_2(text: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from replicator.cli import main
+
+    code = main(["run", f"--shard={text}", "--warehouse", str(tmp_path / "wh"), "--topic", "t",
+                 "--bootstrap-servers", "127.0.0.1:9", "--protocol", "open", "--until-caught-up"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == f"replicator run: error: --shard: give --shard I/N with 0 <= I < N (e.g. --shard 0/3 for the " \
+                      f"first of 3 shards) (got {text!r})"
+    assert not (tmp_path / "wh").exists()
