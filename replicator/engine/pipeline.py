@@ -68,7 +68,8 @@ class Engine:
         self._stored = source if isinstance(source, StorageSinkSource) else None
         self._codec = None if self._stored is not None else codec_for(options.protocol)
         self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText(),
-                                  codec_state=options.decode.state or CodecState())
+                                  codec_state=options.decode.state or CodecState(),
+                                  shard=str(options.shard) if options.shard is not None else None)
         self.metrics = Metrics(protocol=options.protocol, reader=options.reader, source=source.name,
                                max_tables=options.metrics_max_tables)
         # The decoders report text they decoded with U+FFFD to the summary's counter.

@@ -42,7 +42,7 @@ def test_two_shards_one_warehouse(kafka_bootstrap: str, spark: Any, tmp_path: Pa
     for i in range(2):
         shard = ShardSpec(i, 2)
         summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, shard=shard)
-        assert summary.error is None
+        assert summary.error is None and summary.to_json()["shard"] == str(shard)
         assert summary.filtered.rows["other_shard"] > 0
         state = Warehouse(wh, shard=shard).load_state()
         assert state.applied_ts >= expected.watermark
