@@ -220,6 +220,12 @@ def test_layout_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"is unsharded \(its progress is _replicator/state.json\)"):
         Warehouse(plain, shard=ShardSpec(0, 2)).check_layout()
     assert not (plain / "_replicator/shards.json").exists()
+    # readers of the unsharded state say what a sharded warehouse holds instead
+    from replicator.delta.listing import list_tables
+
+    assert Warehouse(plain).sharded_note() == ""
+    with pytest.raises(ConfigError, match=r"sharded 3 ways, each shard's state in _replicator/shards/I-of-3/"):
+        list_tables(root)
 
 
 def test_state_keeps_the_renames(tmp_path: Path) -> None:
