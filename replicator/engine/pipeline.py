@@ -201,6 +201,8 @@ class Engine:
             mode = "partition" if self._codec.broadcasts_ddl else "partition0"
         self._shard = ShardFilter(shard, Identities.from_json(state.shard_renames), mode, self.summary.filtered)
         self.applier.shard = self._shard
+        if mode != "step":  # rows of other shards' tables left undecoded where the codec can
+            self._decode_options = dataclasses.replace(self._decode_options, skip_row=self._shard.skip_row)
 
     def _observe(self, loop: ControlLoop, *, force: bool = False) -> None:
         """Update the loop's gauges (watermarks, Kafka lag per partition) at most once a second, on

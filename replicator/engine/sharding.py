@@ -10,6 +10,8 @@ commit ts, which is certain only once every DDL before that ts has been read:
   partition 0 and rows at or below partition 0's last resolved ts; the others at their step;
 - `step` (several topics, a storage sink, archives): decided at the step, where every DDL up to
   the step's watermark has been read.
+Where the wire names a row's table before its columns (the Open Protocol's key), a row decided
+when decoded is never parsed (`skip_row`, through `DecodeOptions.skip_row`).
 DDLs are decided when decoded (they come in order on the partitions that carry them) except in
 `step` mode. Database-level DDL (CREATE / DROP DATABASE) is every shard's: each applies it to its
 own tables (its state.json's catalog), so a DROP DATABASE drops each table once, by its owner.
@@ -29,7 +31,7 @@ from replicator.engine.filtering import FilterCounts
 from replicator.engine.plan import Rows
 from replicator.engine.window import Step
 from replicator.errors import DdlError
-from replicator.events import TP, DdlCode, DdlEvent, Event, Resolved, RowChange
+from replicator.events import TP, DdlCode, DdlEvent, Event, Position, Resolved, RowChange
 from replicator.shards import Identities, Rename, ShardSpec, TableName
 
 log = logging.getLogger("replicator")
@@ -79,6 +81,16 @@ class ShardFilter:
                 self._p0_resolved = max(self._p0_resolved, ev.ts)
             out.append(ev)
         return out
+
+    def skip_row(self, schema: str, table: str, ts: int, position: Position | None) -> bool:
+        """For the codec (`DecodeOptions.skip_row`): True, counted, for a row certainly another
+        shard's, which the codec then leaves undecoded where it can."""
+        if position is None or not self._certain(TP(position.topic, position.partition), ts):
+            return False
+        if self.owns(schema, table, ts):
+            return False
+        self.counts.rows[OTHER_SHARD] += 1
+        return True
 
     def _certain(self, partition: TP, ts: int) -> bool:
         if self.mode == "partition":

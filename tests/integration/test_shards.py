@@ -30,7 +30,7 @@ def test_two_shards_one_warehouse(kafka_bootstrap: str, spark: Any, tmp_path: Pa
     tables, each by its owner."""
     if protocol == "canal-json":
         monkeypatch.setattr(ShardFilter, "_certain", lambda self, partition, ts: False)
-    sim = Simulation(SimConfig(protocol=protocol, seed=41, events=300, partitions=2, tables=3, ddl="rename_table"))
+    sim = Simulation(SimConfig(protocol=protocol, seed=41, events=200, partitions=2, tables=3, ddl="rename_table"))
     topic = new_topic(kafka_bootstrap, 2, prefix="shards")
     produce(kafka_bootstrap, topic, sim.messages())
     expected = sim.expected
