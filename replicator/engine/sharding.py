@@ -55,9 +55,20 @@ class ShardFilter:
         self.counts = counts or FilterCounts()
         self._p0_resolved = 0  # partition0: the last resolved ts read on partition 0 (this run)
         self._seen: dict[tuple[int, str], None] = {}  # DDLs counted once (broadcast copies)
+        self._owned: dict[TableName, bool] = {}  # names no rename touches -> owned (cleared by a rename)
 
     def owns(self, schema: str, table: str, ts: int) -> bool:
-        return self.shard.owns(self.identities.identity(schema, table, ts))
+        """Whether this shard owns the table named schema.table at commit ts `ts`."""
+        key = (schema, table)
+        owned = self._owned.get(key)
+        if owned is not None:
+            return owned
+        if self.identities.renamed(schema, table):
+            return self.shard.owns(self.identities.identity(schema, table, ts))
+        owned = self.shard.owns(key)
+        if len(self._owned) < 100_000:
+            self._owned[key] = owned
+        return owned
 
     # -- at decode ------------------------------------------------------------------------------
     def apply(self, events: Sequence[Event], partition: TP) -> list[Event]:
@@ -70,8 +81,8 @@ class ShardFilter:
                     continue
             elif isinstance(ev, DdlEvent):
                 pairs = self._renames(ev)
-                if pairs:
-                    self.identities.rename(ev.commit_ts, pairs)
+                if pairs and self.identities.rename(ev.commit_ts, pairs):
+                    self._owned.clear()
                 if self.mode != "step":
                     kept = self._ddl(ev, pairs)
                     if kept is None:
