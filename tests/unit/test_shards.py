@@ -353,3 +353,18 @@ def test_craft_leaves_other_shards_rows_undecoded() -> None:
     assert [(e.table, e.commit_ts) for e in out if isinstance(e, RowChange)] == [("customers", 11)]
     assert s1.counts.rows == {"other_shard": 2}
     assert codec.decode(key, value, position=Position("t", 1, 0)) == events  # unsharded: every row
+
+
+def test_what_shards_do_not_do_yet_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from replicator.cli import main
+    from replicator.engine.options import RunOptions
+    from replicator.engine.pipeline import Engine
+
+    class NoSource:  # the refusal comes before anything is read
+        name = "t"
+
+    code = main(["run", "--shard", "0/2", "--warehouse", str(tmp_path / "wh"), "--binlog", str(tmp_path / "b")])
+    assert code == 2 and "a statement binlog (--binlog) is applied whole" in capsys.readouterr().err
+    opts = RunOptions(warehouse=str(tmp_path / "wh"), protocol="open", reader="spark", shard=ShardSpec(0, 2))
+    with pytest.raises(ConfigError, match="--shard works with --reader driver only"):
+        Engine(NoSource(), opts)  # type: ignore[arg-type]
