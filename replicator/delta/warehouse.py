@@ -274,6 +274,14 @@ class Warehouse:
             raise StateError(f"{self.layout_path} is unreadable: shards must be a positive integer, not {count!r}")
         return count
 
+    def shard_warehouses(self) -> list[Warehouse]:
+        """A sharded warehouse's shards, each with its own state, step log, dead letters and lease
+        (for readers: status, tables, snapshots across shards); empty when unsharded."""
+        count = self.recorded_shards()
+        if count is None:
+            return []
+        return [Warehouse(self.root, lease_seconds=self.lease_seconds, shard=ShardSpec(i, count)) for i in range(count)]
+
     def sharded_note(self) -> str:
         """For a reader that finds no _replicator/state.json: what a sharded warehouse has instead."""
         count = self.recorded_shards()

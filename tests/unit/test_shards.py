@@ -208,6 +208,9 @@ def test_layout_refusals(tmp_path: Path) -> None:
     Warehouse(root, shard=ShardSpec(0, 3)).check_layout()
     assert json.loads((root / "_replicator/shards.json").read_text()) == {"shards": 3}
     Warehouse(root, shard=ShardSpec(2, 3)).check_layout()
+    assert [w.state_path.path for w in Warehouse(root).shard_warehouses()] == [
+        str(root / f"_replicator/shards/{i}-of-3/state.json") for i in range(3)]
+    assert Warehouse(tmp_path / "fresh").shard_warehouses() == []
     with pytest.raises(ConfigError, match=r"is sharded 3 ways \(shards.json\): run each shard with --shard I/3") as e:
         Warehouse(root).check_layout()
     assert e.value.exit_code == 2 and "\n" not in str(e.value)
