@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 		|| { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
 	@touch $@
 
-$(CACHE)/spark-jars/.resolved: replicator/delta/jars.py $(VENV)/.installed
+$(CACHE)/spark-jars/.resolved: replicator/delta/jars.py $(wildcard replicator/delta/java/s3commit/*.java) $(VENV)/.installed
 	@echo "fetching the Spark session's jars (replicator/delta/jars.py) into $(CACHE)/spark-jars"
 	@mkdir -p $(CACHE)
 	@$(PY) -m replicator jars --all --into $(CACHE)/spark-jars >$(CACHE)/spark-jars.log 2>&1 \

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 TARGETS = ("local", "s3")
+DELTA_STORE = "s3-delta-store"
+"""A third run per pair (subprocess runs only): the s3a warehouse with Delta's own log store
+(`S3SingleDriverLogStore`, exists-then-PUT) instead of the replicator's conditional one, and
+`--s3-conditional-writes false`: what the fenced commits cost, side by side."""
+DELTA_STORE_CONFIG = '[spark]\n"spark.delta.logStore.s3a.impl" = "io.delta.storage.S3SingleDriverLogStore"\n'
+
 TARGET_RATIO = 0.6
 """The target: an s3a:// warehouse replicates at least this fraction of a local one's row changes/s."""
 
@@ -103,11 +109,12 @@ def object_store_access(spark: SparkSession | None, server: S3Target) -> Iterato
                     spark.conf.set(key, value)
 
 
-def _subprocess(cfg: BenchConfig) -> ObjectStoreRunner:
+def _subprocess(cfg: BenchConfig, extra: tuple[str, ...] = ()) -> ObjectStoreRunner:
     def run(bootstrap: str, topic: str, protocol: str, warehouse: str, max_buffer_rows: int, workdir: Path,
             server: S3Target | None) -> dict[str, Any]:
         tag = "-" + warehouse.rstrip("/").rsplit("/", 1)[-1]
-        return run_replicator(bootstrap, topic, protocol, warehouse, max_buffer_rows, workdir, extra=run_args(cfg),
+        return run_replicator(bootstrap, topic, protocol, warehouse, max_buffer_rows, workdir,
+                              extra=[*run_args(cfg), *extra],
                               env=server.env() if server is not None else None, log_tag=tag)
 
     return run
@@ -139,6 +146,12 @@ def bench_objectstore(cfg: BenchConfig, bootstrap: str, scratch: Path, server: S
     runs already (the section's registry entry starts it); `runner` is a subprocess unless given
     (the smoke test runs in-process)."""
     run = runner or _subprocess(cfg)
+    runners = {"local": run, "s3": run}
+    if runner is None:
+        config = scratch / "delta-store.toml"
+        config.write_text(DELTA_STORE_CONFIG)
+        runners[DELTA_STORE] = _subprocess(cfg, ("--config", str(config), "--s3-conditional-writes", "false"))
+    targets = tuple(runners)
     events = cfg.objectstore_events or cfg.events
     pairs = max(cfg.objectstore_pairs, 1)
     # Several steps per run (not the one step of the e2e section's buffer): what a step costs on
@@ -153,11 +166,12 @@ def bench_objectstore(cfg: BenchConfig, bootstrap: str, scratch: Path, server: S
                                 cfg.seed + 300 + i)
         runs: list[dict[str, Any]] = []
         for pair in range(1, pairs + 1):
-            for target in TARGETS:
+            for target in targets:
                 name = f"objectstore-{protocol}-{target}-{pair}"
-                warehouse = server.warehouse_url(name) if target == "s3" else str(scratch / f"wh-{name}")
-                res = run(bootstrap, stream["topic"], protocol, warehouse, step_rows, scratch,
-                          server if target == "s3" else None)
+                on_s3 = target != "local"
+                warehouse = server.warehouse_url(name) if on_s3 else str(scratch / f"wh-{name}")
+                res = runners[target](bootstrap, stream["topic"], protocol, warehouse, step_rows, scratch,
+                                      server if on_s3 else None)
                 rate = int(stream["stats"]["row_changes"]) / res["wall_s"]
                 costs = cost_split(res["summary"])
                 log.info("objectstore %s %s #%d: %.1f s wall, %.0f row changes/s, %d steps, state writes %.0f ms/step, "
@@ -165,11 +179,16 @@ def bench_objectstore(cfg: BenchConfig, bootstrap: str, scratch: Path, server: S
                          costs["state_write_per_step_s"] * 1000, costs["rest_per_step_s"])
                 runs.append({"target": target, "pair": pair, "warehouse": warehouse, "run": res, "rows_per_s": rate,
                              "costs": costs})
-        best = {t: max((r for r in runs if r["target"] == t), key=lambda r: float(r["rows_per_s"])) for t in TARGETS}
-        ratio = best["s3"]["rows_per_s"] / best["local"]["rows_per_s"] if best["local"]["rows_per_s"] else 0.0
+        best = {t: max((r for r in runs if r["target"] == t), key=lambda r: float(r["rows_per_s"])) for t in targets}
+        local = best["local"]["rows_per_s"]
+        ratio = best["s3"]["rows_per_s"] / local if local else 0.0
         log.info("objectstore %s: s3 / local = %.2f (best of %d each)", protocol, ratio, pairs)
         out["protocols"][protocol] = {"stream": stream, "runs": runs, "ratio": ratio,
-                                      "best": {t: best[t]["rows_per_s"] for t in TARGETS}}
+                                      "best": {t: best[t]["rows_per_s"] for t in targets}}
+        if DELTA_STORE in best:
+            plain = best[DELTA_STORE]["rows_per_s"] / local if local else 0.0
+            out["protocols"][protocol]["ratio_delta_store"] = plain
+            log.info("objectstore %s: with Delta's own log store s3 / local = %.2f", protocol, plain)
     return out
 
 

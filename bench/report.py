@@ -473,6 +473,11 @@ def _objectstore_md(results: dict[str, Any]) -> list[str]:
             lambda r: "not checked" if "verified" not in r else ("yes" if r["verified"] else "NO"))
         lines += ["", f"s3a:// ÷ local ({protocol}, best of {o['pairs']} each): **{res['ratio']:.2f}x** "
                       f"({fmt(res['best']['s3'])} vs {fmt(res['best']['local'])} row changes/s)."]
+        if "ratio_delta_store" in res:
+            lines += ["", f"The same on `s3a://` with Delta's own log store (`S3SingleDriverLogStore`, "
+                          "exists-then-PUT, `--s3-conditional-writes false`) instead of the replicator's conditional "
+                          f"one (`s3-delta-store` runs): **{res['ratio_delta_store']:.2f}x** local: the fenced "
+                          "commits' cost is the difference."]
         for r in runs:
             if r.get("diffs"):
                 lines += ["", f"First differences ({protocol} {r['target']} #{r['pair']}): "

@@ -8,8 +8,10 @@ right after the third MERGE commit of the run, deterministically, so CI covers e
 Spec: comma-separated `point:N` (the Nth time the point is reached) or `point:N:SECONDS`
 (for `mid_merge`: crash SECONDS after the Nth MERGE started, while Spark is executing it).
 The crash is a SIGKILL of the process group when this process leads it (the Spark JVM, a
-child, dies with it, as in a machine crash), else `os._exit(137)`. Unset (production): every
-call is a dictionary lookup that finds nothing.
+child, dies with it, as in a machine crash), else `os._exit(137)`. With
+`REPLICATOR_FAULT_ACTION=stop` the process group is stopped instead (SIGSTOP: a long GC pause, a
+frozen VM), to be resumed by the test with SIGCONT. Unset (production): every call is a
+dictionary lookup that finds nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 from collections import Counter
 
 ENV = "REPLICATOR_FAULT"
+ACTION_ENV = "REPLICATOR_FAULT_ACTION"
 POINTS = ("after_merge", "after_append", "between_tables", "tables_in_flight", "mid_merge", "before_progress",
           "after_progress", "mid_ddl", "after_dead_letters")
 """after_merge: a table's write (MERGE or append) committed; after_append: a table's append of
@@ -57,6 +60,11 @@ _FAULTS: _Faults | None = _Faults(os.environ[ENV]) if os.environ.get(ENV) else N
 
 def crash(point: str) -> None:
     """Die now, like a power cut: no finally blocks, no flushing, the JVM killed with us."""
+    if os.environ.get(ACTION_ENV) == "stop":
+        sys.stderr.write(f"replicator: injected fault {point}: stopping\n")
+        sys.stderr.flush()
+        os.killpg(os.getpgrp(), signal.SIGSTOP)
+        return
     sys.stderr.write(f"replicator: injected fault {point}: crashing\n")
     sys.stderr.flush()
     if os.getpgrp() == os.getpid():

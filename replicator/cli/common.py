@@ -50,6 +50,10 @@ def add_store_access(p: argparse.ArgumentParser) -> None:
                         "standard AWS sources (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE, roles)")
     p.add_argument("--s3-path-style", metavar="BOOL",
                    help="path-style S3 addressing (default: true when --s3-endpoint is given)")
+    p.add_argument("--s3-conditional-writes", metavar="BOOL",
+                   help="require the store to honour conditional PUTs (If-None-Match / If-Match), which fence a "
+                        "stale writer out of Delta commits and progress (default true); false only for a store "
+                        "that lacks them, with one replicator per warehouse ensured otherwise")
     p.add_argument("--storage-retry-budget", type=float, metavar="SECONDS",
                    help="stop (non-zero, nothing lost) once the store has been unreachable this long (default 60)")
 

@@ -70,6 +70,7 @@ OTHER_ENV_VARS = (
     "REPLICATOR_NIO_LOCAL_FS",              # delta/spark.py: 0 = Hadoop's own local file system
     "REPLICATOR_JVM_ARCHIVE",               # delta/jvm_archive.py: the JVM's class-data archive
     "REPLICATOR_FAULT",                     # faults.py: crash at a planned instant (tests)
+    "REPLICATOR_FAULT_ACTION",              # faults.py: stop (SIGSTOP) instead of crashing there (tests)
     "REPLICATOR_KAFKA_LIBS",                # sim/localkafka: the local broker's classpath
     "REPLICATOR_S3PROXY_LIBS",              # sim/locals3.py: the local S3 server's classpath
     "REPLICATOR_METASTORE_LIBS",            # sim/localcatalog.py: the local metastore's extra jar
@@ -226,6 +227,7 @@ class ReplicatorSettings(BaseSettings):
     # the warehouse's store (credentials: the standard AWS sources, never a setting)
     s3_endpoint: str | None = None
     s3_path_style: StrictBool | None = None  # None: on when an endpoint is given
+    s3_conditional_writes: StrictBool = True  # storage/options.py CONDITIONAL_ENV
     storage_retry_budget: float = Field(default=DEFAULT_RETRY_BUDGET_S, gt=0)
     lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
     # monitoring (replicator/metrics.py)
@@ -272,7 +274,8 @@ class ReplicatorSettings(BaseSettings):
         """How to reach the warehouse's store (and Spark's settings beside it)."""
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
         return StorageOptions(endpoint=self.s3_endpoint, path_style=self.s3_path_style, region=region,
-                              retry_budget_s=self.storage_retry_budget, spark_conf=dict(self.spark))
+                              retry_budget_s=self.storage_retry_budget, spark_conf=dict(self.spark),
+                              conditional_writes=self.s3_conditional_writes)
 
     def one_topic(self) -> str:
         """The one topic of a command that reads one (capture): ConfigError for none or several."""

@@ -13,7 +13,7 @@ runs through `DeltaEdge`:
 * `sql_retrying()` re-runs a statement that Delta rejected because a concurrent writer (a user's
   OPTIMIZE / VACUUM / ALTER) committed first: nothing of the rejected statement committed, so
   re-running it is safe. Jittered exponential backoff, about a minute in all.
-* `snapshot()` / `table_version()` / `txn_version()` read the Delta log through py4j (DeltaLog has
+* `snapshot()` / `table_version()` read the Delta log through py4j (DeltaLog has
   no public Python API).
 
 The replicator's own state files go through the warehouse's store (`replicator.storage`).
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from replicator.errors import StorageError
+from replicator.errors import LeaseLostError, StorageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,6 +92,18 @@ _CONFLICT_MARKERS = ("ConcurrentAppendException", "ConcurrentDeleteReadException
                      "ConcurrentTransactionException", "ProtocolChangedException", "DELTA_CONCURRENT")
 
 
+_RACED_MARKER = "CommitRacedException"
+_FENCED_MARKER = "Fence$FencedException"
+
+
+def is_commit_raced(exc: BaseException) -> bool:
+    """Another writer wrote the commit version this statement planned (the s3a commit store,
+    delta/java/s3commit): nothing of the statement committed. Unlike Delta's own conflicts it is
+    not re-run as is by Delta: a blind append re-planned on top of a stale holder's commit of the
+    same rows would apply them twice. The applier re-plans it (`DeltaApplier._raced`)."""
+    return _RACED_MARKER in f"{type(exc).__name__}: {exc}"
+
+
 def is_conflict(exc: BaseException) -> bool:
     """A Delta optimistic-concurrency conflict: the statement did not commit and may be re-run.
     py4j raises Py4JJavaError whose text names the Java class (io.delta.exceptions.Concurrent*)."""
@@ -140,27 +152,36 @@ class DeltaEdge:
             with self._counted(kind):
                 return self.spark.sql(statement).collect()
         except Exception as exc:
+            if _FENCED_MARKER in str(exc):  # the commit store refused: this JVM's lease is over
+                first = next((ln for ln in str(exc).splitlines() if _FENCED_MARKER in ln), "")
+                raise LeaseLostError(
+                    f"this run no longer holds the warehouse ({first.split(': ', 1)[-1].strip()[:300]}); it stops "
+                    "without committing anything more (the run that holds it now continues; nothing is lost)"
+                ) from None
             error = as_storage_error(exc)
             if error is None:
                 raise
             raise error from None
 
-    def retrying(self, run: Callable[[], T], what: str) -> T:
-        """`run()`, re-run while a concurrent writer's commit made Delta reject it."""
+    def retrying(self, run: Callable[[], T], what: str, *, raced: bool = True) -> T:
+        """`run()`, re-run while a concurrent writer's commit made Delta reject it; also when
+        another writer took its commit version first, unless `raced` is False (a data write: the
+        applier re-plans it instead)."""
         attempt = 0
         while True:
             try:
                 return run()
             except Exception as exc:
-                if not is_conflict(exc) or attempt >= self.max_retries:
+                again = is_conflict(exc) or (raced and is_commit_raced(exc))
+                if not again or attempt >= self.max_retries:
                     raise
                 attempt += 1
                 self.conflict_backoff(attempt, what, exc)
 
-    def sql_retrying(self, statement: str, what: str, kind: str | None = None) -> list[Any]:
+    def sql_retrying(self, statement: str, what: str, kind: str | None = None, *, raced: bool = True) -> list[Any]:
         """Run a statement, re-running it when a concurrent writer's commit made Delta reject it
         (a concurrent OPTIMIZE / VACUUM / user write: nothing of ours committed, so it is safe)."""
-        return self.retrying(lambda: self.sql(statement, kind), what)
+        return self.retrying(lambda: self.sql(statement, kind), what, raced=raced)
 
     @contextmanager
     def _counted(self, kind: str) -> Iterator[None]:
@@ -187,7 +208,8 @@ class DeltaEdge:
         self.on_conflict()
         delay = min(0.25 * 2**attempt, 8.0) * random.uniform(0.5, 1.5)
         lines = str(exc).splitlines()
-        first = next((ln for ln in lines if "Concurrent" in ln or "CONCURRENT" in ln), type(exc).__name__)
+        first = next((ln for ln in lines if "Concurrent" in ln or "CONCURRENT" in ln or _RACED_MARKER in ln),
+                     type(exc).__name__)
         log.warning("%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
                     what, first.strip()[:200], delay, attempt, self.max_retries)
         time.sleep(delay)
@@ -287,11 +309,6 @@ class DeltaEdge:
             if ts is not None:
                 return ts
         return -1
-
-    def txn_version(self, path: str, app_id: str) -> int:
-        """Last txnVersion Delta committed for `app_id` on this table (-1 when none)."""
-        opt = self.snapshot(path).transactions().get(app_id)
-        return int(opt.get()) if opt.isDefined() else -1
 
 
 # What Hadoop's s3a (and the AWS SDK under it) says when the store cannot be reached or refuses us.

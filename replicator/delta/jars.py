@@ -27,17 +27,23 @@ Pure: no Spark, no Kafka.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from replicator.errors import ConfigError
+
+log = logging.getLogger("replicator")
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 REPOSITORY_ENV = "REPLICATOR_MAVEN_REPOSITORY"
@@ -226,7 +232,62 @@ def fetch(groups: Iterable[str], into: Path, *, repo: str | None = None, timeout
             if isinstance(exc, urllib.error.HTTPError):
                 reason = f"HTTP {exc.code} {exc.reason}"
             raise JarResolutionError(f"cannot fetch {art.coordinate} from {repo} ({reason}): {REMEDY}") from None
+    if "s3" in set(groups):
+        try:
+            paths.append(build_commit_store(into))
+        except JarResolutionError as exc:  # an s3a:// run then refuses to start, saying why (commitfence.py)
+            log.warning("%s", exc)
     return paths
+
+
+COMMIT_STORE_JAR = "replicator-s3commit.jar"
+COMMIT_STORE_CLASS = "replicator.s3commit.ConditionalS3LogStore"
+FENCE_CLASS = "replicator.s3commit.Fence"
+_COMMIT_STORE_SOURCES = Path(__file__).with_name("java") / "s3commit"
+
+
+def _javac() -> str | None:
+    home = os.environ.get("JAVA_HOME", "").strip()
+    if home and (Path(home) / "bin" / "javac").is_file():
+        return str(Path(home) / "bin" / "javac")
+    return shutil.which("javac")
+
+
+def build_commit_store(into: Path) -> Path:
+    """The replicator's own Delta log store for s3a:// (commits written only if absent, fenced by
+    the writer lease: java/s3commit), compiled from the sources shipped with the package into
+    `into` beside the jars it builds on. Not on Maven: built here, once per source change (a
+    stamp file keeps the sources' digest). Needs a JDK's javac."""
+    sources = sorted(_COMMIT_STORE_SOURCES.glob("*.java"))
+    digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    target, stamp = into / COMMIT_STORE_JAR, into / f".{COMMIT_STORE_JAR}.sha1"
+    if target.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+        return target
+    javac = _javac()
+    spec = importlib.util.find_spec("pyspark")
+    if javac is None or spec is None or spec.origin is None:
+        raise JarResolutionError(
+            f"cannot build {COMMIT_STORE_JAR} (the s3a commit store) into {into}: it needs a JDK's javac on PATH or in "
+            "JAVA_HOME, and pyspark installed; or point " f"{JARS_DIR_ENV} at a directory that holds it")
+    hadoop_api = sorted((Path(spec.origin).parent / "jars").glob("hadoop-client-api-*.jar"))
+    needed = [into / a.file_name for g in ("delta", "s3") for a in GROUPS[g]]
+    classpath = os.pathsep.join(str(p) for p in [*hadoop_api, *needed])
+    with tempfile.TemporaryDirectory(prefix="replicator-s3commit.") as tmp:
+        done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", tmp,
+                               *map(str, sources)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise JarResolutionError(f"cannot build {COMMIT_STORE_JAR} into {into}: javac said: "
+                                     f"{(done.stderr or done.stdout).strip()[:2000]}")
+        fd, tmp_jar = tempfile.mkstemp(prefix=f".{COMMIT_STORE_JAR}.", dir=into)
+        os.close(fd)
+        with zipfile.ZipFile(tmp_jar, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+            for cls in sorted(Path(tmp).rglob("*.class")):
+                jar.write(cls, cls.relative_to(tmp).as_posix())
+        os.chmod(tmp_jar, 0o644)
+        os.replace(tmp_jar, target)
+    stamp.write_text(digest + "\n")
+    return target
 
 
 def _drop_other_versions(into: Path, wanted: list[Artifact]) -> None:

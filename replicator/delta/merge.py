@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from replicator.changes import Change, all_fresh
-from replicator.delta.edge import DeltaEdge
+from replicator.delta.edge import DeltaEdge, is_commit_raced
 from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
@@ -239,8 +239,7 @@ class DeltaApplier(DeltaEdge):
 
     Statement execution, conflict retries and Delta log lookups are the edge's (`DeltaEdge`)."""
 
-    def __init__(self, spark: SparkSession, app_id_prefix: str = "replicator",
-                 table_features: str = DEFAULT_PROFILE) -> None:
+    def __init__(self, spark: SparkSession, table_features: str = DEFAULT_PROFILE) -> None:
         super().__init__(spark)
         # What a new table gets (`--table-features`); a table keeps whatever it already has.
         self.table_features: Profile = check_profile(table_features)
@@ -250,7 +249,6 @@ class DeltaApplier(DeltaEdge):
         self.rewrite_limit = DEFAULT_REWRITE_LIMIT
         # Per-MERGE session confs (`make bench` measures them; see MERGE_CONF).
         self.merge_conf = dict(MERGE_CONF)
-        self.app_id_prefix = app_id_prefix
         # Bound the ON clause to the source's key range so Delta skips files (see module doc), on
         # tables of at least `key_range_min_bytes`; `make bench` turns it off to measure the
         # difference, tests lower the size to exercise it on small tables.
@@ -270,7 +268,7 @@ class DeltaApplier(DeltaEdge):
     def for_session(self, spark: SparkSession) -> DeltaApplier:
         """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
         conflict retries counted together; session confs stay per session."""
-        other = DeltaApplier(spark, self.app_id_prefix, self.table_features)
+        other = DeltaApplier(spark, self.table_features)
         other.schema_change, other.rewrite_limit = self.schema_change, self.rewrite_limit
         other.merge_conf = dict(self.merge_conf)
         other.key_range_pruning = self.key_range_pruning
@@ -291,9 +289,6 @@ class DeltaApplier(DeltaEdge):
         props = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in properties.items())
         comment = f" COMMENT {quote_string(spec.comment)}" if spec.comment else ""
         self.sql(f"CREATE TABLE IF NOT EXISTS {delta_ref(path)} ({cols}) USING delta{comment} TBLPROPERTIES ({props})")
-
-    def app_id(self, uid: str) -> str:
-        return f"{self.app_id_prefix}/{uid}"
 
     # -- merge -----------------------------------------------------------------------------------
     def source_table(self, spec: TableSpec, changes: Sequence[Change]) -> pa.Table:
@@ -394,26 +389,61 @@ class DeltaApplier(DeltaEdge):
         self._check_key(spec)
         deletes = sum(1 for c in changes if c.delete)
         if self._skip(path, uid, version):
-            return MergeResult(len(changes), len(changes) - deletes, deletes, self.cached_version(path), True,
-                               kind="none")
-        if self.append_fresh and all_fresh(changes):
-            fresh = [c for c in changes if not c.delete]
-            if not fresh:  # every key inserted and deleted again: nothing to write
-                self._done(path, uid, version)
-                return MergeResult(len(changes), 0, deletes, self.cached_version(path), False, kind="none")
-            res = self._append_view(path, spec, self.source_table(spec, fresh), version, metadata)
+            return self._skipped(path, len(changes), deletes)
+        appending = self.append_fresh and all_fresh(changes)
+        if appending and all(c.delete for c in changes):  # every key inserted and deleted again
             self._done(path, uid, version)
-            return dataclasses.replace(res, rows=len(changes), deletes=deletes)
-        source = self.source_table(spec, changes)
-        view = f"replicator_src_{uuid.uuid4().hex[:12]}"
-        self.spark.createDataFrame(source).createOrReplaceTempView(view)
-        try:
-            res = self._merge_view(path, spec, quote_ident(view), len(changes), deletes,
-                                   lambda: key_range_predicate(spec, source), version, metadata)
-        finally:
-            self.spark.catalog.dropTempView(view)
+            return MergeResult(len(changes), 0, deletes, self.cached_version(path), False, kind="none")
+
+        def write(as_merge: bool) -> MergeResult:
+            if appending and not as_merge:
+                fresh = self.source_table(spec, [c for c in changes if not c.delete])
+                return dataclasses.replace(self._append_view(path, spec, fresh, version, metadata),
+                                           rows=len(changes), deletes=deletes)
+            source = self.source_table(spec, changes)
+            view = f"replicator_src_{uuid.uuid4().hex[:12]}"
+            self.spark.createDataFrame(source).createOrReplaceTempView(view)
+            try:
+                return self._merge_view(path, spec, quote_ident(view), len(changes), deletes,
+                                        lambda: key_range_predicate(spec, source), version, metadata)
+            finally:
+                self.spark.catalog.dropTempView(view)
+
+        res = self._raced(path, uid, version, write, lambda: self._skipped(path, len(changes), deletes))
         self._done(path, uid, version)
         return res
+
+    def _skipped(self, path: str, rows: int, deletes: int) -> MergeResult:
+        return MergeResult(rows, rows - deletes, deletes, self.cached_version(path), True, kind="none")
+
+    def _raced(self, path: str, uid: str, version: int, write: Callable[[bool], MergeResult],
+               skipped: Callable[[], MergeResult]) -> MergeResult:
+        """`write(as_merge)`, re-planned when another writer took its commit version first (the
+        s3a commit store's `CommitRacedException`; nothing of ours committed). This run's lease is
+        checked first: a holder that lost it stops here. Then the table's applied ts is read
+        back again: at or past `version`, the other commit already holds these changes (a stale
+        holder's write of the same step): skipped. Moved but short of it (a stale holder's
+        earlier step), the write goes again as a MERGE, which re-applying cannot double; unmoved
+        (a user's OPTIMIZE), it goes again as planned."""
+        as_merge, attempt = False, 0
+        while True:
+            before = self.applied_ts(path, uid)
+            try:
+                return write(as_merge)
+            except Exception as exc:
+                if not is_commit_raced(exc) or attempt >= self.max_retries:
+                    raise
+                raced = exc
+            attempt += 1
+            self.fence()
+            self._applied.pop((path, uid), None)
+            now = self.applied_ts(path, uid)
+            if version <= now:
+                log.warning("%s: another writer committed this step's changes first (applied ts %d); skipped",
+                            path, now)
+                return skipped()
+            as_merge = as_merge or now != before
+            self.conflict_backoff(attempt, f"write to {path}", raced)
 
     def _append_view(self, path: str, spec: TableSpec, source: pa.Table, version: int,
                      metadata: dict[str, Any]) -> MergeResult:
@@ -428,7 +458,8 @@ class DeltaApplier(DeltaEdge):
     def _append_ref(self, path: str, spec: TableSpec, source_ref: str, rows: int, version: int,
                     metadata: dict[str, Any]) -> MergeResult:
         with self._writing(path, spec), self.committing(json.dumps(metadata, sort_keys=True)):
-            self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"append to {path}", "append")
+            self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"append to {path}", "append",
+                              raced=False)
         return MergeResult(rows, rows, 0, self.cached_version(path), False, rows, kind="append")
 
     def merge_frame(self, path: str, uid: str, spec: TableSpec, frame: DataFrame, version: int,
@@ -474,15 +505,18 @@ class DeltaApplier(DeltaEdge):
             view = f"replicator_src_{uuid.uuid4().hex[:12]}"
             frame.createOrReplaceGlobalTempView(view)
             ref = f"global_temp.{quote_ident(view)}"
+
+            def write(as_merge: bool) -> MergeResult:
+                if fresh and not as_merge:
+                    return dataclasses.replace(self._append_ref(path, spec, ref, n - d, version, metadata),
+                                               rows=n, deletes=d)
+                return self._merge_view(
+                    path, spec, ref, n, d,
+                    lambda: key_range_from(spec, lambda i: (stats[f"lo{i}"], stats[f"hi{i}"])),
+                    version, metadata)
+
             try:
-                if fresh:
-                    res = dataclasses.replace(self._append_ref(path, spec, ref, n - d, version, metadata),
-                                              rows=n, deletes=d)
-                else:
-                    res = self._merge_view(
-                        path, spec, ref, n, d,
-                        lambda: key_range_from(spec, lambda i: (stats[f"lo{i}"], stats[f"hi{i}"])),
-                        version, metadata)
+                res = self._raced(path, uid, version, write, lambda: self._skipped(path, n, d))
             finally:
                 frame.sparkSession.catalog.dropGlobalTempView(view)
             self._done(path, uid, version)
@@ -510,12 +544,12 @@ class DeltaApplier(DeltaEdge):
                 self.committing(json.dumps(metadata, sort_keys=True), self.conf_for(size, rows)):
             if empty_at is None:
                 out = self.sql_retrying(self.merge_sql(path, spec, "", key_range, source_ref=source_ref),
-                                        f"MERGE into {path}", "merge")
+                                        f"MERGE into {path}", "merge", raced=False)
                 done = _merge_metrics(out[0]) if out else (0, 0, 0)
                 kind = "merge"
             else:
                 self.sql_retrying(self.insert_sql(path, spec, "", source_ref=source_ref), f"insert into {path}",
-                                  "append")
+                                  "append", raced=False)
                 done, kind = (rows - deletes, 0, 0), "insert"
         return MergeResult(rows, rows - deletes, deletes, self.cached_version(path), False, *done, kind=kind)
 

@@ -180,6 +180,29 @@ def local_fs_conf(jars: list[str]) -> dict[str, str]:
     return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar, **LOCALFS_CONF}
 
 
+def commit_store_conf(jars_: list[str]) -> dict[str, str]:
+    """Spark confs that make s3a:// (and s3://) Delta tables commit through the replicator's own log
+    store (delta/java/s3commit): a commit file is written only if absent, by the store itself, and
+    only while this process holds the writer lease (docs/object-store.md "Two writers"). Empty
+    when its jar is not among `jars_` (a warehouse on s3a then refuses to start: warehouse.py)."""
+    if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_):
+        return {}
+    # Through spark.jars only (not the JVMs' class path): it extends Delta's classes, which load there.
+    return {f"spark.delta.logStore.{scheme}.impl": jars.COMMIT_STORE_CLASS for scheme in ("s3a", "s3")}
+
+
+def _merged_conf(*confs: dict[str, str]) -> dict[str, str]:
+    """Confs merged, class paths joined (each conf may add its jar to the JVMs' class path)."""
+    out: dict[str, str] = {}
+    for conf in confs:
+        for key, value in conf.items():
+            if key.endswith(".extraClassPath") and key in out:
+                out[key] = f"{out[key]}{os.pathsep}{value}"
+            else:
+                out[key] = value
+    return out
+
+
 SIZING = (
     ("spark.sql.shuffle.partitions", "REPLICATOR_SHUFFLE_PARTITIONS", "2"),
     ("spark.default.parallelism", "", "2"),
@@ -371,7 +394,9 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_java_options(jar_list)))
         if jar_list is not None:
             builder = builder.config("spark.jars", ",".join(jar_list))
-            for key, value in local_fs_conf(jar_list).items():
+            user = storage_options().spark_conf  # the user's [spark] settings win (a DynamoDB log store)
+            store = {k: v for k, v in commit_store_conf(jar_list).items() if k not in user}
+            for key, value in _merged_conf(local_fs_conf(jar_list), store).items():
                 builder = builder.config(key, value)
         try:
             if _verbose:

@@ -47,6 +47,8 @@ from replicator.errors import ConfigError, StateError
 from replicator.progress import Progress
 from replicator.shards import ShardSpec
 from replicator.storage import Location, fileio_for, normalise_root
+from replicator.storage.fenced import FencedWriter, require_conditional_writes
+from replicator.storage.fileio import S3_SCHEMES, scheme_of
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS, Lease
 from replicator.storage.steplog import StepLog
 
@@ -54,10 +56,12 @@ STATE_FORMAT = 1
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
-def read_state_file(where: Location, model: type[_Model], fmt: int) -> _Model | None:
+def read_state_file(where: Location, model: type[_Model], fmt: int, data: bytes | None = None) -> _Model | None:
     """A JSON state file of the warehouse (state.json, binlog.json) validated, or None when it is
-    absent: one reader, so each refuses an unreadable file or another format in the same words."""
-    data = where.io.read(where.path)
+    absent: one reader, so each refuses an unreadable file or another format in the same words.
+    `data`: its bytes, already read."""
+    if data is None:
+        data = where.io.read(where.path)
     if data is None:
         return None
     try:
@@ -258,6 +262,7 @@ class Warehouse:
         self.steps = StepLog(self.io, self.meta.path)
         self.lease_seconds = lease_seconds
         self.lease: Lease | None = None
+        self.writer: FencedWriter | None = None  # the holder's conditional writes (storage/fenced.py)
         self.state_write_s = 0.0  # time spent writing state.json and the step log (the run's summary)
 
     # -- sharded or not ------------------------------------------------------------------------------
@@ -318,15 +323,24 @@ class Warehouse:
     def locked(self, wait: bool = False, timeout: float | None = None) -> Iterator[None]:
         """Exclusive use of the warehouse for one run, across machines (the writer lease,
         storage/lease.py); a second run fails fast naming the holder (or waits)."""
+        if self.on_object_store:
+            require_conditional_writes(self.io, self.meta.path)
         what = f"warehouse {self.root}" if self.shard is None else f"shard {self.shard} of warehouse {self.root}"
         lease = Lease(self.io, self.lease_path.path, seconds=self.lease_seconds, what=what)
         lease.acquire(wait=wait, timeout=timeout)
         self.lease = lease
+        self.writer = self.steps.writer = FencedWriter(self.io, lease)
         try:
             yield
         finally:
             self.lease = None
+            self.writer = self.steps.writer = None
             lease.release()
+
+    @property
+    def on_object_store(self) -> bool:
+        """On S3 (s3a://, s3://): Delta commits go through the replicator's commit store there."""
+        return scheme_of(self.root) in S3_SCHEMES
 
     def fence(self) -> None:
         """Before a commit: stop (LeaseLostError) unless this run still holds the lease. A no-op
@@ -336,14 +350,24 @@ class Warehouse:
 
     # -- state ---------------------------------------------------------------------------------
     def load_state(self) -> State:
-        return read_state_file(self.state_path, State, STATE_FORMAT) or State()
+        if self.writer is None:
+            return read_state_file(self.state_path, State, STATE_FORMAT) or State()
+        # The lease holder's read: its next write is conditional on what it read (storage/fenced.py).
+        current = self.io.read_versioned(self.state_path.path)
+        self.writer.seen(self.state_path.path, current.etag if current is not None else None)
+        return read_state_file(self.state_path, State, STATE_FORMAT, current.data if current else None) or State()
 
     def save_state(self, state: State) -> None:
-        """Atomic, durable replace: a crash leaves the old or the new state; fenced by the lease."""
+        """Atomic, durable replace: a crash leaves the old or the new state; fenced by the lease,
+        and by the store itself: a stale holder's late write cannot land over this one's."""
         self.fence()
         started = time.monotonic()
         state.updated_at = dt.datetime.now(dt.UTC).isoformat()
-        self.io.write(self.state_path.path, state.model_dump_json(by_alias=True, indent=1).encode())
+        data = state.model_dump_json(by_alias=True, indent=1).encode()
+        if self.writer is None:
+            self.io.write(self.state_path.path, data)
+        else:
+            self.writer.write(self.state_path.path, data)
         self.state_write_s += time.monotonic() - started
 
     def append_window(self, record: dict[str, Any]) -> None:

@@ -40,10 +40,14 @@ class SparkEdge:
     def delta(self) -> DeltaApplier:
         with self._delta_lock:  # the warm-up thread may be building it
             if self._delta is None:
+                from replicator.delta import commitfence
                 from replicator.delta.merge import DeltaApplier
                 from replicator.delta.spark import get_spark
 
                 delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
+                lease = self.warehouse.lease
+                if lease is not None and self.warehouse.on_object_store:  # commits fenced in the JVM too
+                    commitfence.arm(delta.spark, lease, self.warehouse.root)
                 delta.schema_change, delta.rewrite_limit = self.options.schema_change, self.options.rewrite_limit
                 delta.fence = self.warehouse.fence  # every Delta statement: only while this run holds the lease
                 delta.on_conflict = self.metrics.conflict_retry

@@ -9,21 +9,32 @@ in between, this holder has lost it. Before each commit the holder calls `check(
 paused or cut off past its term finds out before its next commit and stops without committing
 (fencing, not just a lock). A taker waits `grace` past the expiry it read, for clock skew.
 
+The holder keeps its own deadline on the monotonic clock (`time.monotonic()`, which runs on while
+the process is stopped): the start of its last successful renewal plus the term, less `margin`.
+Past it, it is lost whatever the wall clock says; the renewal thread wakes at the deadline and
+tells the listeners (`on_change`), so the run's Spark work stops and the driver JVM refuses any
+further Delta commit (delta/java/s3commit) before any taker may start, `margin` + `grace` later.
+
 A holder on this very machine whose process is gone (killed) holds nothing: its lease is taken
-over at once instead of after its term (its pid is checked only when the host and boot match).
+over at once instead of after its term. "This machine" means the same host name, boot and pid
+namespace (containers with host networking share the first two), and "gone" means no process with
+that pid, or one started at another time (a reused pid).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
+import math
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +54,22 @@ def _boot_id() -> str:
             return f.read().strip()
     except OSError:
         return ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def process_start(pid: int) -> int:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22); 0 unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _reap(pid: int) -> None:
@@ -82,10 +109,13 @@ class Holder:
     since: float
     expires_at: float
     released: bool = False
+    pidns: str = ""
+    start: int = 0
 
     def to_json(self) -> bytes:
         return json.dumps({
             "holder": self.holder, "host": self.host, "pid": self.pid, "boot": self.boot,
+            "pidns": self.pidns, "start": self.start,
             "since": _iso(self.since), "since_epoch": self.since, "expires_at": self.expires_at,
             "expires": _iso(self.expires_at), "released": self.released,
         }, indent=1).encode()
@@ -96,7 +126,8 @@ class Holder:
             d: dict[str, Any] = json.loads(data)
             return cls(holder=str(d["holder"]), host=str(d["host"]), pid=int(d["pid"]), boot=str(d.get("boot", "")),
                        since=float(d["since_epoch"]), expires_at=float(d["expires_at"]),
-                       released=bool(d.get("released", False)))
+                       released=bool(d.get("released", False)), pidns=str(d.get("pidns", "")),
+                       start=int(d.get("start", 0)))
         except (ValueError, KeyError, TypeError):
             return None  # unreadable: treated as free (only a replicator writes it)
 
@@ -104,9 +135,13 @@ class Holder:
         return f"host {self.host}, pid {self.pid}, since {_iso(self.since)}"
 
     def dead_here(self) -> bool:
-        """Provably gone: a process of this machine (same host, same boot) that no longer exists."""
-        return self.host == socket.gethostname() and bool(self.boot) and self.boot == _boot_id() \
-            and not pid_alive(self.pid)
+        """Provably gone: a process of this machine (same host, boot and pid namespace) that no
+        longer exists, or whose pid now belongs to a process started at another time. A record
+        without its pid namespace or start time (an older replicator) is never provably gone."""
+        if not (self.host == socket.gethostname() and self.boot and self.boot == _boot_id()
+                and self.pidns and self.pidns == _pid_namespace() and self.start):
+            return False
+        return not pid_alive(self.pid) or process_start(self.pid) != self.start
 
 
 class Lease:
@@ -123,9 +158,12 @@ class Lease:
         self.grace = grace if grace is not None else min(5.0, seconds / 6)
         self.margin = min(5.0, seconds / 6)
         self.me = Holder(holder=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(), boot=_boot_id(),
-                         since=0.0, expires_at=0.0)
+                         since=0.0, expires_at=0.0, pidns=_pid_namespace(), start=process_start(os.getpid()))
         self._etag: str | None = None
         self._expires_at = 0.0
+        self._deadline = 0.0  # monotonic: past it the lease is lost (module doc)
+        # Told (deadline or None when lost) after taking, every renewal and the loss (`on_change`).
+        self._listeners: list[Callable[[float | None], None]] = []
         self._lost: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -158,10 +196,35 @@ class Lease:
 
     def _record(self, since: float) -> Holder:
         now = time.time()
-        return Holder(self.me.holder, self.me.host, self.me.pid, self.me.boot, since, now + self.seconds)
+        return dataclasses.replace(self.me, since=since, expires_at=now + self.seconds, released=False)
+
+    def on_change(self, listener: Callable[[float | None], None]) -> None:
+        """Call `listener(deadline)` now and after every renewal (the monotonic instant past which
+        this process must not commit), `listener(None)` once the lease is lost, and
+        `listener(math.inf)` when it is given back (nothing of this lease to fence any more)."""
+        with self._lock:
+            self._listeners.append(listener)
+            state = None if self._lost is not None else self._deadline
+        listener(state)
+
+    def _tell(self, deadline: float | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(deadline)
+            except Exception as exc:  # a listener's failure must not stop the renewals
+                log.warning("lease listener failed: %s", exc)
+
+    def _lose(self, why: str) -> None:
+        with self._lock:
+            if self._lost is not None:
+                return
+            self._lost = why
+        log.log(event_level(), "lost the lease of %s: %s", self.what, why, extra={"lease": "lost"})
+        self._tell(None)
 
     def _try_take(self) -> Holder | None:
         """None when taken; else the live holder."""
+        started = time.monotonic()
         current = self.io.read_versioned(self.path)
         now = time.time()
         if current is None:
@@ -183,6 +246,7 @@ class Lease:
             return holder if holder is not None else self._try_take()
         with self._lock:
             self._etag, self._expires_at, self._lost = etag, record.expires_at, None
+            self._deadline = started + self.seconds - self.margin
             self.me = record
         return None
 
@@ -194,10 +258,11 @@ class Lease:
         with self._lock:
             etag, lost = self._etag, self._lost
             self._etag = None
+        self._tell(math.inf)
+        self._listeners.clear()
         if etag is None or lost is not None:
             return
-        record = Holder(self.me.holder, self.me.host, self.me.pid, self.me.boot, self.me.since, time.time(),
-                        released=True)
+        record = dataclasses.replace(self.me, expires_at=time.time(), released=True)
         try:
             self.io.replace(self.path, record.to_json(), etag)
         except Exception as exc:  # the term runs out by itself
@@ -206,8 +271,22 @@ class Lease:
 
     # -- keeping it --------------------------------------------------------------------------------
     def _renew_loop(self) -> None:
-        while not self._stop.wait(self.seconds / 3):
-            self.renew()
+        """Renew every third of the term; between renewals, wake at the deadline too: a lease not
+        renewed by then is lost, and the listeners hear it at once."""
+        next_renewal = time.monotonic() + self.seconds / 3
+        while True:
+            with self._lock:
+                deadline, lost = self._deadline, self._lost
+            now = time.monotonic()
+            if lost is None and now >= deadline:
+                self._lose(f"not renewed by its deadline ({now - deadline + self.margin:.0f}s before its term "
+                           "ends; paused or cut off from the store?)")
+            wake = next_renewal if lost is not None else min(next_renewal, deadline)
+            if self._stop.wait(max(0.0, wake - time.monotonic())):
+                return
+            if time.monotonic() >= next_renewal:
+                self.renew()
+                next_renewal = time.monotonic() + self.seconds / 3
 
     def renew(self) -> None:
         """Extend the term if the lease is still ours, unchanged; else mark it lost."""
@@ -225,22 +304,34 @@ class Lease:
             return
         finally:
             self.renew_seconds += time.monotonic() - started
+        if new is None:
+            self._lose("another replicator run took it over")
+            return
         with self._lock:
-            if new is None:
-                self._lost = "another replicator run took it over"
-                log.log(event_level(), "lost the lease of %s: %s", self.what, self._lost, extra={"lease": "lost"})
-            else:
-                self._etag, self._expires_at = new, record.expires_at
-                self.renewals += 1
+            if self._lost is not None:  # the deadline passed while the request was out
+                return
+            self._etag, self._expires_at = new, record.expires_at
+            self._deadline = started + self.seconds - self.margin
+            self.renewals += 1
+            deadline = self._deadline
+        self._tell(deadline)
+
+    def holds(self) -> bool:
+        """Whether the store still names this process as the holder, asked of the store itself
+        (a renewal): what a conditional write refused (412) asks before it stops the run."""
+        self.renew()
+        with self._lock:
+            return self._lost is None and time.monotonic() < self._deadline
 
     def check(self) -> None:
-        """Fencing: raise LeaseLostError unless the lease is ours for at least `margin` more."""
+        """Fencing: raise LeaseLostError unless the lease is ours until the monotonic deadline."""
         with self._lock:
-            lost, expires_at = self._lost, self._expires_at
-        if lost is None and time.time() > expires_at - self.margin:
-            lost = f"its term ended at {_iso(expires_at)} without a renewal (paused or cut off from the store?)"
+            lost, deadline = self._lost, self._deadline
+        if lost is None and time.monotonic() >= deadline:
+            self._lose(f"its term ended at {_iso(self._expires_at)} without a renewal "
+                       "(paused or cut off from the store?)")
             with self._lock:
-                self._lost = lost
+                lost = self._lost
         if lost is not None:
             raise LeaseLostError(
                 f"this run no longer holds {self.what}: {lost}; it stops without committing anything more "

@@ -20,6 +20,7 @@ from replicator.errors import ConfigError
 ENDPOINT_ENV = "REPLICATOR_S3_ENDPOINT"
 PATH_STYLE_ENV = "REPLICATOR_S3_PATH_STYLE"
 RETRY_BUDGET_ENV = "REPLICATOR_STORAGE_RETRY_BUDGET"
+CONDITIONAL_ENV = "REPLICATOR_S3_CONDITIONAL_WRITES"
 DEFAULT_REGION = "us-east-1"
 DEFAULT_RETRY_BUDGET_S = 60.0
 
@@ -48,10 +49,14 @@ class StorageOptions:
     region: str | None = None
     retry_budget_s: float = DEFAULT_RETRY_BUDGET_S
     spark_conf: dict[str, str] = field(default_factory=dict)
+    # Whether the store must honour conditional PUTs (docs/object-store.md "Two writers"): a run on
+    # a store that ignores them is refused unless this is off (one writer ensured by other means).
+    conditional_writes: bool = True
 
     @classmethod
     def from_env(cls) -> StorageOptions:
         path_style = os.environ.get(PATH_STYLE_ENV)
+        conditional = os.environ.get(CONDITIONAL_ENV)
         budget = os.environ.get(RETRY_BUDGET_ENV)
         try:
             retry = float(budget) if budget else DEFAULT_RETRY_BUDGET_S
@@ -62,6 +67,7 @@ class StorageOptions:
             path_style=_parse_bool(PATH_STYLE_ENV, path_style) if path_style else None,
             region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None,
             retry_budget_s=retry,
+            conditional_writes=_parse_bool(CONDITIONAL_ENV, conditional) if conditional else True,
         )
 
     @property

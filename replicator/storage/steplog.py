@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from replicator.storage.fenced import FencedWriter
 from replicator.storage.fileio import FileIO
 
 SEGMENT_RECORDS = 256
@@ -24,6 +25,9 @@ class StepLog:
         self.file = io.join(meta, "windows.jsonl")
         self.segments = io.join(meta, "windows")
         self._segment: tuple[str, list[bytes]] | None = None  # (path, its lines): the writer's copy
+        # The lease holder's conditional writes (storage/fenced.py): a stale holder's late PUT of a
+        # segment cannot erase this holder's records. None outside a locked run.
+        self.writer: FencedWriter | None = None
 
     @property
     def location(self) -> str:
@@ -39,7 +43,14 @@ class StepLog:
         if len(lines) >= SEGMENT_RECORDS:
             path, lines = self.io.join(self.segments, f"{int(record['step']):012d}.jsonl"), []
         lines.append(line)
-        self.io.write(path, b"".join(lines))
+        if self.writer is None:
+            self.io.write(path, b"".join(lines))
+        else:
+            try:
+                self.writer.write(path, b"".join(lines))
+            except BaseException:
+                self._segment = None  # read it back before the next write
+                raise
         self._segment = (path, lines)
 
     def _last_segment(self) -> tuple[str, list[bytes]]:
@@ -47,7 +58,10 @@ class StepLog:
             names = [n for n in self.io.children(self.segments) if n.endswith(".jsonl")]
             if names:
                 path = self.io.join(self.segments, max(names))
-                data = self.io.read(path) or b""
+                current = self.io.read_versioned(path)
+                data = current.data if current is not None else b""
+                if self.writer is not None:
+                    self.writer.seen(path, current.etag if current is not None else None)
                 self._segment = (path, [ln + b"\n" for ln in data.splitlines() if ln.strip()])
             else:
                 self._segment = (self.io.join(self.segments, f"{0:012d}.jsonl"), [])

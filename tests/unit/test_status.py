@@ -81,10 +81,11 @@ def test_a_holder_whose_process_is_gone_on_this_machine_holds_nothing(monkeypatc
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    h = _holder(host=socket.gethostname(), boot=_boot_id(), pid=gone.pid, expires_at=time.time() + 60)
+    here = {"host": socket.gethostname(), "boot": _boot_id(), "pidns": lease._pid_namespace()}
+    h = _holder(**here, pid=gone.pid, start=1, expires_at=time.time() + 60)
     live, last = lease_view(h, time.time())
     assert live is None and last is not None and last["ended"] == "process gone"
-    mine = _holder(host=socket.gethostname(), boot=_boot_id(), pid=os.getpid(), expires_at=time.time() + 60)
+    mine = _holder(**here, pid=os.getpid(), start=lease.process_start(os.getpid()), expires_at=time.time() + 60)
     assert lease_view(mine, time.time())[0] is not None
 
 

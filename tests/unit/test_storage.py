@@ -15,7 +15,7 @@ import pytest
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import LeaseLostError, StateError
 from replicator.storage import Location, as_location, fileio_for, is_url, normalise_root
-from replicator.storage.lease import Holder, Lease, _boot_id
+from replicator.storage.lease import Holder, Lease, _boot_id, _pid_namespace, process_start
 from replicator.storage.local import LocalFileIO
 from replicator.storage.steplog import SEGMENT_RECORDS, StepLog
 
@@ -75,11 +75,28 @@ def test_lease_refuses_a_live_holder_and_names_it(tmp_path: Path) -> None:
 def test_a_dead_holder_here_is_taken_over_at_once_one_elsewhere_after_its_term(tmp_path: Path) -> None:
     io, path = LocalFileIO(), str(tmp_path / "lease.json")
     now = time.time()
-    dead = Holder("h1", socket.gethostname(), 2**22 + 12345, _boot_id(), now, now + 600)  # no such pid
+    here = {"pidns": _pid_namespace(), "start": process_start(os.getpid())}
+    dead = Holder("h1", socket.gethostname(), 2**22 + 12345, _boot_id(), now, now + 600, **here)  # no such pid
     io.write(path, dead.to_json())
     lease = Lease(io, path, seconds=30)
     lease.acquire()
     lease.release()
+
+    # A pid that exists but belongs to a process started at another time: reused, the holder is gone.
+    reused = Holder("h1", socket.gethostname(), os.getpid(), _boot_id(), now, now + 600, pidns=here["pidns"],
+                    start=here["start"] + 1)
+    io.write(path, reused.to_json())
+    lease = Lease(io, path, seconds=30)
+    lease.acquire()
+    lease.release()
+
+    # Same host and boot, but another pid namespace (a container with host networking) or no
+    # record of it (an older replicator): its pid says nothing here, so its term must run out.
+    for other in ({"pidns": "pid:[1]", "start": 1}, {}):
+        live_elsewhere = Holder("h3", socket.gethostname(), 2**22 + 12345, _boot_id(), now, now + 600, **other)
+        io.write(path, live_elsewhere.to_json())
+        with pytest.raises(StateError, match="in use by another replicator run"):
+            Lease(io, path, seconds=30).acquire()
 
     elsewhere = Holder("h2", "another-host", os.getpid(), "other-boot", now, time.time() + 1.0)
     io.write(path, elsewhere.to_json())
@@ -111,7 +128,7 @@ def test_fencing_a_holder_whose_lease_was_taken_or_ran_out(tmp_path: Path) -> No
     paused = Lease(io, str(tmp_path / "other.json"), seconds=6)
     paused.acquire()
     paused._stop.set()  # no renewals: as if the process were paused
-    paused._expires_at = time.time() + 0.5  # within the margin of its term
+    paused._deadline = time.monotonic()  # its monotonic deadline (term less the margin) has come
     with pytest.raises(LeaseLostError, match="without a renewal"):
         paused.check()
     paused.release()
@@ -145,3 +162,27 @@ def test_step_log_shapes(tmp_path: Path, io: LocalFileIO) -> None:
         fresh.append({"step": n + 1, "hi": 0})  # a new writer continues the last segment
         assert len(sorted((tmp_path / "windows").iterdir())) == 3
         assert [r["step"] for r in StepLog(io, str(tmp_path)).records()][-2:] == [n, n + 1]
+
+
+def test_a_holder_past_its_monotonic_deadline_loses_the_lease_and_says_so(tmp_path: Path) -> None:
+    """The renewal thread wakes at the deadline: a holder whose renewals stop (here: the store
+    refuses them) is lost by then and its listeners hear it, before any taker may start."""
+    io, path = LocalFileIO(), str(tmp_path / "lease.json")
+    lease = Lease(io, path, seconds=3)  # margin 0.5 s: deadline 2.5 s after taking; first renewal at 1 s
+    heard: list[float | None] = []
+    lease.acquire()
+    lease.on_change(heard.append)
+    assert heard and heard[0] is not None
+    original = io.replace
+    io.replace = lambda *a, **k: (_ for _ in ()).throw(OSError("store unreachable"))  # type: ignore[method-assign]
+    try:
+        start = time.monotonic()
+        while heard[-1] is not None and time.monotonic() - start < 10:
+            time.sleep(0.05)
+        assert heard[-1] is None, "the listener hears the loss at the deadline"
+        assert time.monotonic() - start < 3.0
+        with pytest.raises(LeaseLostError, match="not renewed by its deadline"):
+            lease.check()
+    finally:
+        io.replace = original  # type: ignore[method-assign]
+        lease.release()

@@ -1,0 +1,90 @@
+"""A lease holder's own files (state.json, step-log segments) written so that a stale holder
+cannot overwrite them: each write is conditional on the entity tag this holder last wrote or read
+(`If-Match`; `If-None-Match: *` for a file it has not seen), checked by the store itself.
+
+A refused write (412) means someone wrote the file since. The holder then asks the store whether
+it still holds the lease (a renewal): if not, it stops without writing more (LeaseLostError). If
+it does, the other write was a stale holder's late PUT that landed before this holder's first
+write of the file; it read as the holder's last seen version, then this holder's write goes over
+it. A stale holder's write after this holder's is refused by the store: its tag is outdated.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from replicator.errors import ConfigError, LeaseLostError
+from replicator.storage.fileio import FileIO
+from replicator.storage.lease import Lease
+from replicator.storage.options import CONDITIONAL_ENV, storage_options
+
+log = logging.getLogger("replicator")
+
+
+class FencedWriter:
+    """Conditional writes of one lease holder (see module doc)."""
+
+    def __init__(self, io: FileIO, lease: Lease) -> None:
+        self.io = io
+        self.lease = lease
+        self._etags: dict[str, str | None] = {}
+        self.refusals = 0  # writes the store refused (each followed by a look at the lease)
+
+    def seen(self, path: str, etag: str | None) -> None:
+        """This holder read `path` at `etag` (None: absent): its next write is conditional on it."""
+        self._etags[path] = etag
+
+    def knows(self, path: str) -> bool:
+        return path in self._etags
+
+    def write(self, path: str, data: bytes) -> None:
+        """Replace `path` with `data` if nobody but this holder wrote it since it last saw it."""
+        self.lease.check()
+        if path not in self._etags:
+            current = self.io.read_versioned(path)
+            self._etags[path] = current.etag if current is not None else None
+        for _ in range(3):
+            etag = self._etags[path]
+            new = self.io.create(path, data) if etag is None else self.io.replace(path, data, etag)
+            if new is not None:
+                self._etags[path] = new
+                return
+            self.refusals += 1
+            if not self.lease.holds():
+                raise LeaseLostError(
+                    f"this run no longer holds {self.lease.what}: {path} was written by another run and the "
+                    "store no longer names this run as the lease holder; it stops without writing more (the run "
+                    "that holds it now continues; nothing is lost)")
+            log.warning("%s was written by a replicator run that no longer holds the lease; writing over it", path,
+                        extra={"lease": "stale write overwritten"})
+            current = self.io.read_versioned(path)
+            self._etags[path] = current.etag if current is not None else None
+        raise LeaseLostError(f"{path} keeps changing under this run although it holds {self.lease.what}; "
+                             "it stops without writing more")
+
+
+_honoured: dict[str, bool] = {}
+
+
+def honours_conditional_writes(io: FileIO, directory: str) -> bool:
+    """Whether the store refuses a second create-if-absent of one object (`If-None-Match: *`):
+    probed once per process and directory with a scratch object, removed again."""
+    if directory not in _honoured:
+        probe = io.join(directory, f".conditional-write-probe-{uuid.uuid4().hex[:12]}")
+        try:
+            first, second = io.create(probe, b"1"), io.create(probe, b"2")
+        finally:
+            io.remove_tree(probe)
+        _honoured[directory] = first is not None and second is None
+    return _honoured[directory]
+
+
+def require_conditional_writes(io: FileIO, directory: str) -> None:
+    """Refuse a store that ignores conditional PUTs, unless the user said one writer is ensured."""
+    if storage_options().conditional_writes and not honours_conditional_writes(io, directory):
+        raise ConfigError(
+            f"{io.describe()} ignores conditional writes (a second PUT with If-None-Match: * succeeded): a "
+            "stale replicator run could overwrite Delta commits and progress there; use a store that honours "
+            "them (S3, S3Proxy 4 or later, most S3-compatible stores), or, if one writer per warehouse is "
+            f"ensured otherwise, pass --s3-conditional-writes false ({CONDITIONAL_ENV}=false)")

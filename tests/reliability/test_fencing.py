@@ -1,0 +1,219 @@
+"""One writer, enforced by the store (docs/object-store.md "Two writers").
+
+* Two processes write the same Delta commit versions at the same instants through the s3a commit
+  store: exactly one wins each round, and the file holds the winner's bytes.
+* A holder whose whole process group is stopped in the middle of a MERGE is taken over; the taker
+  finishes the stream; the resumed holder commits nothing more and stops: the tables, their Delta
+  history, the step log and state.json agree, and every row is exact.
+* A late write of state.json or of a step-log segment from a holder that lost the lease is refused
+  by the store (local directory and S3 alike); one that lands before the new holder's first write
+  is written over by it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replicator.delta.warehouse import State, Warehouse
+from replicator.errors import LeaseLostError
+from replicator.sim.simcheck import check_warehouse
+from replicator.sim.simulate import SimConfig, Simulation
+from replicator.storage import fileio_for
+from tests.integration.helpers import produce
+from tests.kafka_fixtures import new_topic
+from tests.reliability.common import cli_env, kill_group, tail, wait_for
+from tests.s3_fixtures import S3Server
+
+pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(900)]
+
+ROUNDS = 200
+
+
+@pytest.fixture(params=["local", "s3"])
+def warehouse_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "local":
+        yield str(tmp_path / "wh")
+    else:
+        s3: S3Server = request.getfixturevalue("s3_store")
+        yield s3.warehouse_url("fenced")
+
+
+def _holder(url: str, seconds: float) -> tuple[Warehouse, Any]:
+    wh = Warehouse(url, lease_seconds=seconds)
+    ctx = wh.locked()
+    ctx.__enter__()
+    return wh, ctx
+
+
+def _paused(wh: Warehouse) -> None:
+    """As if the holder had checked its lease just before a pause: its renewals stop, its own check
+    passes, so only the store can refuse what it writes next."""
+    assert wh.lease is not None
+    wh.lease._stop.set()
+    wh.lease.check = lambda: None  # type: ignore[method-assign]
+
+
+def _step(n: int) -> dict[str, Any]:
+    return {"step": n, "watermark": n * 10, "tables": {}}
+
+
+def test_a_lost_holders_late_writes_are_refused_by_the_store(warehouse_url: str) -> None:
+    a, a_ctx = _holder(warehouse_url, 2.0)
+    state = a.load_state()
+    state.steps = 1
+    a.save_state(state)
+    a.append_window(_step(1))
+    _paused(a)
+
+    b = Warehouse(warehouse_url, lease_seconds=30)
+    with b.locked(wait=True, timeout=30):  # once A's term and the grace have passed
+        state_b = b.load_state()
+        assert state_b.steps == 1
+        state_b.steps = 2
+        b.save_state(state_b)
+        b.append_window(_step(2))
+        taken = b.io.read(b.state_path.path)
+
+        late = State(steps=9)  # A stale idea of progress
+        with pytest.raises(LeaseLostError, match="no longer holds"):
+            a.save_state(late)
+        assert b.io.read(b.state_path.path) == taken, "a lost holder's state.json landed over the new holder's"
+        if not a.io.can_append:  # segments: conditional too (a local log is appended in place)
+            with pytest.raises(LeaseLostError, match="no longer holds"):
+                a.append_window(_step(9))
+        assert [r["step"] for r in b.windows()] == [1, 2]
+        b.save_state(state_b)  # the holder goes on
+    a.lease = None
+    a_ctx.__exit__(None, None, None)
+
+
+def test_a_late_write_before_the_new_holders_first_is_written_over(warehouse_url: str) -> None:
+    a, a_ctx = _holder(warehouse_url, 2.0)
+    state = a.load_state()
+    state.steps = 1
+    a.save_state(state)
+    _paused(a)
+    b = Warehouse(warehouse_url, lease_seconds=30)
+    with b.locked(wait=True, timeout=30):
+        state_b = b.load_state()
+        a.save_state(State(steps=7))  # lands: B has not written yet
+        state_b.steps = 2
+        b.save_state(state_b)  # refused once, B still holds the lease: written over A's
+        assert b.load_state().steps == 2
+        assert b.writer is not None and b.writer.refusals == 1
+    a.lease = None
+    a_ctx.__exit__(None, None, None)
+
+
+def test_two_processes_writing_the_same_commit_versions_never_both_win(s3_store: S3Server) -> None:
+    log_dir = f"{s3_store.warehouse_url('race')}/t/_delta_log"
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.reliability.commit_race", log_dir, name, str(ROUNDS)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env=cli_env(**s3_store.env()), cwd=Path(__file__).resolve().parents[2], text=True)
+             for name in ("a", "b")]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        start = time.time() + 2.0
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{start} 0.08\n")
+            p.stdin.flush()
+        results = {}
+        for p in procs:
+            out, _ = p.communicate(timeout=300)
+            results[json.loads(out.strip().splitlines()[-1])["name"]] = json.loads(out.strip().splitlines()[-1])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    a, b = results["a"], results["b"]
+    assert a["other"] == [] and b["other"] == []
+    assert not set(a["won"]) & set(b["won"]), "two writers won the same commit version"
+    assert sorted(a["won"] + b["won"]) == list(range(ROUNDS)), "a round with no winner"
+    assert a["raced"] + b["raced"] == ROUNDS
+    io = fileio_for(log_dir)
+    for i in range(ROUNDS):
+        data = io.read(f"{log_dir}/{i:020d}.json")
+        assert data is not None
+        writer = json.loads(data)["commitInfo"]["writer"]
+        assert i in results[writer]["won"], f"round {i}: the file holds {writer}'s commit, which lost"
+    print(f"\n{ROUNDS} rounds: a won {len(a['won'])}, b won {len(b['won'])}; never both; lag {a['lag']} {b['lag']}")
+
+
+def test_a_holder_stopped_mid_merge_is_taken_over_and_commits_nothing_more(
+        s3_store: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    sim = Simulation(SimConfig(protocol="craft", seed=91, events=160, partitions=2, tables=3, ddl="auto"))
+    topic = new_topic(kafka_bootstrap, 2, prefix="fenced")
+    produce(kafka_bootstrap, topic, list(sim.messages()))
+    url, log_a, log_b = s3_store.warehouse_url("stopped"), tmp_path / "a.log", tmp_path / "b.log"
+
+    def run(log: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+               "--protocol", "craft", "--warehouse", url, "--until-caught-up", "--lease-seconds", "6",
+               "--fresh-inserts", "merge", *args]
+        with log.open("ab") as err:
+            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                    env=cli_env(**s3_store.env(), **(env or {})))
+
+    holder = run(log_a, "--max-buffer-rows", "40",
+                 env={"REPLICATOR_FAULT": "mid_merge:3:0.2", "REPLICATOR_FAULT_ACTION": "stop"})
+    try:
+        def stopped() -> bool:
+            stat = Path(f"/proc/{holder.pid}/stat").read_text() if holder.poll() is None else ""
+            return holder.poll() is not None or stat.rsplit(")", 1)[-1].split()[:1] == ["T"]
+
+        wait_for("the holder to stop itself mid-MERGE", stopped, timeout=300)
+        assert holder.poll() is None, tail(log_a)
+        taker = run(log_b, "--wait")
+        assert taker.wait(timeout=600) == 0, tail(log_b)
+        wh = Warehouse(url)
+        state_after = wh.io.read(wh.state_path.path)
+        steps_after = wh.windows()
+        history_after = {e.uid: _history(spark, e.path) for e in wh.load_state().tables.values()}
+
+        os.killpg(holder.pid, signal.SIGCONT)
+        code = holder.wait(timeout=300)
+        assert code == 3, (code, tail(log_a))
+        assert "no longer holds" in tail(log_a), tail(log_a)
+    finally:
+        if holder.poll() is None:
+            os.killpg(holder.pid, signal.SIGCONT)
+            kill_group(holder)
+    assert wh.io.read(wh.state_path.path) == state_after, "the stopped holder wrote state.json after losing"
+    assert wh.windows() == steps_after, "the stopped holder wrote the step log after losing"
+    tables = wh.load_state().tables.values()
+    assert {e.uid: _history(spark, e.path) for e in tables} == history_after, "it committed after losing"
+    assert check_warehouse(spark, url, sim.expected) == []
+    # The history agrees with the progress: each table's newest data commit is at or below the
+    # watermark, and the step log's last record of each table names its current version.
+    last_seen: dict[str, int] = {}
+    for record in steps_after:
+        for uid, entry in (record.get("tables") or {}).items():
+            if isinstance(entry, dict) and "version" in entry:
+                last_seen[uid] = int(entry["version"])
+    for uid, versions in history_after.items():
+        if uid in last_seen:
+            assert last_seen[uid] <= versions[-1][0]
+        applied = [ts for _v, ts in versions if ts is not None]
+        assert applied == sorted(applied), f"{uid}: applied ts went backwards in the history"
+        assert not applied or applied[-1] <= json.loads(state_after or b"{}")["applied_ts"]
+
+
+def _history(spark: Any, path: str) -> list[tuple[int, int | None]]:
+    rows = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").select("version", "userMetadata").collect()
+    out = []
+    for r in sorted(rows, key=lambda r: r.version):
+        meta = json.loads(r.userMetadata) if r.userMetadata else {}
+        out.append((int(r.version), (meta.get("replicator") or {}).get("applied_ts")))
+    return out
