@@ -137,7 +137,8 @@ def check(cmd: CheckCommand) -> int:
     expected = ExpectedState.load(cmd.expected)  # ConfigError (exit 2) before Spark starts
     wh = Warehouse(cmd.settings.require("warehouse"))
     if not wh.state_path.exists():
-        raise ConfigError(f"{wh.root} is not a warehouse written by `replicator run` (no _replicator/state.json)")
+        raise ConfigError(f"{wh.root} is not a warehouse written by `replicator run` (no _replicator/state.json"
+                          f"{wh.sharded_note()})")
     state = wh.load_state()
     from replicator.delta.spark import get_spark, plan_jit, use_storage
     from replicator.sim.simcheck import read_warehouse

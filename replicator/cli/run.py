@@ -103,6 +103,10 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help="term of the warehouse's writer lease: a run killed without giving it back is taken over "
                         f"this long after its last renewal (default {d['lease_seconds']:g})")
     p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
+    p.add_argument("--shard", metavar="I/N",
+                   help="run shard I of N (0 <= I < N): replicate only the tables whose identity (the name the "
+                        "stream first showed, followed through renames) hashes to I, with this shard's own progress, "
+                        "lease and consumer group; run N of them on one warehouse (docs/running.md#shards)")
     p.add_argument("--include", action="append", metavar="RULE",
                    help="replicate only tables matching RULE (schema.table; *, ?, [a-z], `quoted`, /regex/; "
                         "repeatable; default every table)")
@@ -185,6 +189,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         metrics_max_tables=s.metrics_max_tables,
         table_filter=TableFilter(s.include, s.exclude),
         catalog=catalog_config(s),
+        shard=s.shard,
     )
 
 
@@ -218,7 +223,7 @@ def kafka_source(s: ReplicatorSettings) -> KafkaSource:
     return KafkaSource(KafkaSettings(
         bootstrap_servers=s.require("bootstrap_servers"), topic=topics[0] if len(topics) == 1 else "",
         topics=tuple(topics) if len(topics) > 1 else (), topic_pattern=pattern,
-        group_id=s.group_id_for(topics[0]) if topics else s.group_id,
+        group_id=s.group_id_for(topics[0], shard=s.shard) if topics else s.group_id,
         security=s.kafka_security(), retry_budget_s=s.kafka_retry_budget,
     ))
 
@@ -256,6 +261,8 @@ def run(cmd: RunCommand) -> int:
     if cmd.archive and cmd.binlog:
         raise ConfigError("--archive and --binlog are different sources: give one")
     if cmd.binlog:
+        if s.shard is not None:
+            raise ConfigError("--shard shards a changefeed's tables; a statement binlog (--binlog) is applied whole")
         return run_binlog(cmd.binlog, s)
     if cmd.archive:
         from replicator.sources.archive import ArchiveSource

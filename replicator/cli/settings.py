@@ -41,6 +41,7 @@ from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
 from replicator.formats import binlog as _binlog_format
 from replicator.metrics import DEFAULT_MAX_TABLES
+from replicator.shards import ShardSpec, shard_setting
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 from replicator.storage.options import DEFAULT_RETRY_BUDGET_S, StorageOptions
 
@@ -234,6 +235,8 @@ class ReplicatorSettings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     metrics_textfile: str | None = None
     metrics_max_tables: int = Field(default=DEFAULT_MAX_TABLES, ge=0)
+    # --shard I/N: this run owns the tables whose identity hashes to I of N (replicator/shards.py)
+    shard: Annotated[ShardSpec | None, NoDecode, BeforeValidator(shard_setting)] = None
     # table filters (replicator/filters.py)
     include: Rules = Field(default_factory=list)
     exclude: Rules = Field(default_factory=list)
@@ -281,9 +284,11 @@ class ReplicatorSettings(BaseSettings):
             raise ConfigError(f"--topic: give one topic, not {len(topics)} ({', '.join(topics) or 'none'})")
         return str(topics[0])
 
-    def group_id_for(self, topic: str, *, prefix: str = "replicator") -> str:
-        """The consumer group: the setting, or `<prefix>-<topic>`."""
-        return self.group_id or f"{prefix}-{topic}"
+    def group_id_for(self, topic: str, *, prefix: str = "replicator", shard: ShardSpec | None = None) -> str:
+        """The consumer group: the setting, or `<prefix>-<topic>` (a shard's: `<prefix>-<topic>-shard-I-of-N`)."""
+        if self.group_id:
+            return self.group_id
+        return f"{prefix}-{topic}" + (f"-shard-{shard.label}" if shard is not None else "")
 
     def kafka_security(self) -> dict[str, Any]:
         """SASL/SSL settings in kafka-python's names (passwords revealed here only, for the client)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Literal, get_args
@@ -102,6 +103,11 @@ class DecodeOptions:
     # TiCDC's large-message-handle-compression: every row / DDL value is compressed (codec/large.py)
     compression: str = "none"
     state: CodecState | None = field(default=None, compare=False, repr=False)
+    # (schema, table, commit ts, position) -> True: a row to leave undecoded (another shard's table,
+    # `--shard`; the callable counts it). Where the wire names a row's table before its columns
+    # (the Open Protocol's key), the columns are then never parsed.
+    skip_row: Callable[[str, str, int, Position | None], bool] | None = field(default=None, compare=False,
+                                                                                repr=False)
 
     def __post_init__(self) -> None:
         if self.compression not in ("none", "lz4", "snappy"):

@@ -215,7 +215,7 @@ def open_warehouse(path: str | os.PathLike[str] | None = None, spark: SparkSessi
     tables are registered in a catalog, a session started here uses it: `ex.spark.table("shop.orders")`."""
     wh = Warehouse(path if path is not None else default_warehouse())
     if not wh.state_path.exists():
-        raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first)")
+        raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first{wh.sharded_note()})")
     from replicator.delta.spark import get_spark, use_catalog, use_storage
 
     if spark is None:

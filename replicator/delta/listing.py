@@ -97,8 +97,8 @@ def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[s
     has_state, has_binlog = wh.state_path.exists(), binlog_state.exists()
     if not has_state and not has_binlog:
         raise ConfigError(
-            f"{wh.root} is not a replicator warehouse (no _replicator/state.json or _replicator/binlog.json): "
-            "give the --warehouse of a `replicator run`"
+            f"{wh.root} is not a replicator warehouse (no _replicator/state.json or _replicator/binlog.json"
+            f"{wh.sharded_note()}): give the --warehouse of a `replicator run`"
         )
     rows: list[ListedTable] = []
     if has_state:

@@ -10,6 +10,9 @@ Layout:
     <warehouse>/_replicator/dead_letters/         Delta table of undecodable / refused messages
     <warehouse>/_replicator/lease.json            the writer lease: who runs, since when, until when
     <warehouse>/_replicator/binlog.json           a statement binlog's progress (`run --binlog`)
+    <warehouse>/_replicator/shards.json           a sharded warehouse's layout (`--shard I/N`): {"shards": N}
+    <warehouse>/_replicator/shards/<I>-of-<N>/    shard I's own state.json, windows.jsonl, dead_letters/
+                                                  and lease.json (the tables stay under tables/)
 
 Progress is committed after every step, after that step's Delta commits: a crash in between is
 repaired by re-applying the step, which is idempotent (Delta txnAppId/txnVersion per table; DDL
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import re
 import time
@@ -39,8 +43,9 @@ from pydantic import (
 
 from replicator.delta import jars
 from replicator.delta.typemap import TableSpec
-from replicator.errors import StateError
+from replicator.errors import ConfigError, StateError
 from replicator.progress import Progress
+from replicator.shards import ShardSpec
 from replicator.storage import Location, fileio_for, normalise_root
 from replicator.storage.fenced import FencedWriter, require_conditional_writes
 from replicator.storage.fileio import S3_SCHEMES, scheme_of
@@ -149,6 +154,9 @@ class State(BaseModel):
     # The metastore the tables are registered in (delta/catalog.py: uri, database_prefix), so that
     # any other process finds them by name; absent when none is.
     catalog: dict[str, str] | None = None
+    # A shard's state (`--shard I/N`): the RENAME TABLE(S) the stream has shown, from which every
+    # shard derives the same table identities (replicator/shards.py); absent when unsharded.
+    shard_renames: list[Any] = Field(default_factory=list)
     updated_at: str | None = None
 
     @model_validator(mode="before")
@@ -180,6 +188,8 @@ class State(BaseModel):
             out.pop("codec_schemas", None)  # Simple only
         if not out.get("catalog"):
             out.pop("catalog", None)  # only with a catalog
+        if not out.get("shard_renames"):
+            out.pop("shard_renames", None)  # sharded warehouses only
         flat = self.progress.to_wire()
         ordered: dict[str, Any] = {}
         for k, v in out.items():
@@ -235,13 +245,17 @@ class Warehouse:
     """A warehouse at a local path or an object-store URL (`s3a://bucket/prefix`); its state goes
     through the store's `FileIO`, so nothing here depends on which kind it is."""
 
-    def __init__(self, root: str | os.PathLike[str], *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                 shard: ShardSpec | None = None) -> None:
         self.root = normalise_root(root)
         if jars.needs_s3(self.root):  # the session this process starts must carry S3A
             jars.require("s3")
         self.io = fileio_for(self.root)
         self.base = Location(self.io, self.root)
-        self.meta = self.base / "_replicator"
+        self.shard = shard
+        self.layout_path = self.base / "_replicator" / "shards.json"
+        # A shard's own progress, step log, dead letters and lease; unsharded: _replicator/ itself.
+        self.meta = self.base / "_replicator" if shard is None else self.base / "_replicator" / "shards" / shard.label
         self.state_path = self.meta / "state.json"
         self.dead_letters_path = self.meta / "dead_letters"
         self.lease_path = self.meta / "lease.json"
@@ -251,6 +265,59 @@ class Warehouse:
         self.writer: FencedWriter | None = None  # the holder's conditional writes (storage/fenced.py)
         self.state_write_s = 0.0  # time spent writing state.json and the step log (the run's summary)
 
+    # -- sharded or not ------------------------------------------------------------------------------
+    def recorded_shards(self) -> int | None:
+        """N of a sharded warehouse (`_replicator/shards.json`), None for an unsharded one."""
+        data = self.io.read(self.layout_path.path)
+        if data is None:
+            return None
+        try:
+            count = json.loads(data)["shards"]
+        except (ValueError, KeyError, TypeError):
+            raise StateError(f"{self.layout_path} is unreadable: expected {{\"shards\": N}}") from None
+        if not isinstance(count, int) or count < 1:
+            raise StateError(f"{self.layout_path} is unreadable: shards must be a positive integer, not {count!r}")
+        return count
+
+    def shard_warehouses(self) -> list[Warehouse]:
+        """A sharded warehouse's shards, each with its own state, step log, dead letters and lease
+        (for readers: status, tables, snapshots across shards); empty when unsharded."""
+        count = self.recorded_shards()
+        if count is None:
+            return []
+        return [Warehouse(self.root, lease_seconds=self.lease_seconds, shard=ShardSpec(i, count)) for i in range(count)]
+
+    def sharded_note(self) -> str:
+        """For a reader that finds no _replicator/state.json: what a sharded warehouse has instead."""
+        count = self.recorded_shards()
+        if count is None:
+            return ""
+        return (f"; it is sharded {count} ways, each shard's state in _replicator/shards/I-of-{count}/, which this "
+                "command does not read yet")
+
+    def check_layout(self) -> None:
+        """Before a run takes its lease: refuse (ConfigError, exit 2) a run whose layout is not the
+        warehouse's; a first sharded run records N (create-if-absent, so two first runs agree).
+        Unsharded: one small read per run, nothing written."""
+        recorded = self.recorded_shards()
+        shard = self.shard
+        if shard is None:
+            if recorded is not None:
+                raise ConfigError(f"warehouse {self.root} is sharded {recorded} ways ({self.layout_path.name}): "
+                                  f"run each shard with --shard I/{recorded} (0 <= I < {recorded})")
+            return
+        if recorded is None:
+            if (self.base / "_replicator" / "state.json").exists():
+                raise ConfigError(f"warehouse {self.root} is unsharded (its progress is _replicator/state.json): "
+                                  "run it without --shard, or shard a new warehouse")
+            layout = json.dumps({"shards": shard.count}).encode()
+            if self.io.create(self.layout_path.path, layout) is not None:
+                return
+            recorded = self.recorded_shards()  # another shard's first run recorded it first
+        if recorded != shard.count:
+            raise ConfigError(f"warehouse {self.root} is sharded {recorded} ways ({self.layout_path.name}), not "
+                              f"{shard.count}: run each shard with --shard I/{recorded} (0 <= I < {recorded})")
+
     # -- one writer at a time ---------------------------------------------------------------------
     @contextmanager
     def locked(self, wait: bool = False, timeout: float | None = None) -> Iterator[None]:
@@ -258,7 +325,8 @@ class Warehouse:
         storage/lease.py); a second run fails fast naming the holder (or waits)."""
         if self.on_object_store:
             require_conditional_writes(self.io, self.meta.path)
-        lease = Lease(self.io, self.lease_path.path, seconds=self.lease_seconds, what=f"warehouse {self.root}")
+        what = f"warehouse {self.root}" if self.shard is None else f"shard {self.shard} of warehouse {self.root}"
+        lease = Lease(self.io, self.lease_path.path, seconds=self.lease_seconds, what=what)
         lease.acquire(wait=wait, timeout=timeout)
         self.lease = lease
         self.writer = self.steps.writer = FencedWriter(self.io, lease)

@@ -17,6 +17,7 @@ from replicator.engine.merging import Job, SegmentMerger, check_columns
 from replicator.engine.options import RunOptions
 from replicator.engine.plan import RowSpan, Segment, plan_step
 from replicator.engine.schedule import run_plan
+from replicator.engine.sharding import ShardFilter
 from replicator.engine.spark_edge import SparkEdge
 from replicator.engine.summary import RunSummary, TableCounts
 from replicator.engine.window import Step
@@ -63,6 +64,7 @@ class WarehouseApplier:
         self.dead_letters.on_ddl_skipped = self.merge_only
         self.merger = SegmentMerger(self.edge, self.metrics, self._batch)
         self.batch: SparkBatch | None = None  # where a step's row spans are (--reader spark)
+        self.shard: ShardFilter | None = None  # --shard: other shards' rows not dropped when decoded
         self.catalog_config: CatalogConfig | None = None  # where tables are registered by name
         self._catalog: CatalogSync | None = None
         self._catalog_synced = False  # the whole catalog checked once this run
@@ -115,6 +117,8 @@ class WarehouseApplier:
         state = self.state
         state.progress = progress
         keep_codec_state(self.summary.codec_state, state)
+        if self.shard is not None:
+            state.shard_renames = self.shard.identities.to_json()
         if record is not None:
             state.steps = record["step"]
             self.warehouse.append_window(record)
@@ -135,6 +139,8 @@ class WarehouseApplier:
         """Apply one step: its tables' MERGEs concurrently (`apply_parallelism`), each DDL once the
         rows of its tables before it are in, one DDL at a time (engine/plan.py, engine/schedule.py)."""
         started = time.monotonic()
+        if self.shard is not None:
+            step = self.shard.step(step)
         try:
             return self._apply(step)
         finally:

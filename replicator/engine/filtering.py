@@ -35,7 +35,7 @@ SEEN_DDLS = 10_000
 @dataclass
 class FilterCounts:
     """Skipped events by reason: `rows` and `ddl` (excluded, not_included; DDL also
-    renamed_into_filter, renamed_out_of_filter)."""
+    renamed_into_filter, renamed_out_of_filter; with --shard, other_shard: engine/sharding.py)."""
 
     rows: Counter[str] = field(default_factory=Counter)
     ddl: Counter[str] = field(default_factory=Counter)

@@ -13,6 +13,7 @@ from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.filters import TableFilter
 from replicator.metrics import DEFAULT_MAX_TABLES
 from replicator.progress import TP
+from replicator.shards import ShardSpec
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
 
 if TYPE_CHECKING:
@@ -57,3 +58,6 @@ class RunOptions:
     # register the tables by name in this metastore (delta/catalog.py); None: the one the warehouse
     # records, if any
     catalog: CatalogConfig | None = None
+    # --shard I/N: only the tables whose identity hashes to I (replicator/shards.py), with this
+    # shard's own state under _replicator/shards/I-of-N/; None: every table, the usual layout
+    shard: ShardSpec | None = None

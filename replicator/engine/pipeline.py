@@ -30,14 +30,16 @@ from replicator.engine.filtering import EventFilter
 from replicator.engine.gcpolicy import few_full_collections
 from replicator.engine.loop import ControlLoop, LoopOptions
 from replicator.engine.options import Protocol, Reader, RunOptions
+from replicator.engine.sharding import Mode, ShardFilter
 from replicator.engine.summary import RunSummary, TableCounts
 from replicator.engine.window import Windower
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.events import TP, Event, Position, Record, RowChange
 from replicator.metrics import Metrics
+from replicator.shards import Identities
 from replicator.sources.claimcheck import ClaimChecks
 from replicator.sources.executor import check_row
-from replicator.sources.kafka import Source
+from replicator.sources.kafka import KafkaSource, Source
 from replicator.sources.storage_sink import StorageSinkSource
 
 if TYPE_CHECKING:
@@ -61,12 +63,13 @@ class Engine:
     def __init__(self, source: Source, options: RunOptions, spark: SparkSession | None = None) -> None:
         self.source = source
         self.options = options
-        self.warehouse = Warehouse(options.warehouse, lease_seconds=options.lease_seconds)
+        self.warehouse = Warehouse(options.warehouse, lease_seconds=options.lease_seconds, shard=options.shard)
         # A storage-sink source decodes its own records (rows typed by its schema files).
         self._stored = source if isinstance(source, StorageSinkSource) else None
         self._codec = None if self._stored is not None else codec_for(options.protocol)
         self.summary = RunSummary(source=source.name, invalid_text=options.decode.invalid_text or InvalidText(),
-                                  codec_state=options.decode.state or CodecState())
+                                  codec_state=options.decode.state or CodecState(),
+                                  shard=str(options.shard) if options.shard is not None else None)
         self.metrics = Metrics(protocol=options.protocol, reader=options.reader, source=source.name,
                                max_tables=options.metrics_max_tables)
         # The decoders report text they decoded with U+FFFD to the summary's counter.
@@ -79,6 +82,10 @@ class Engine:
         self._observed = 0.0  # when the loop's gauges were last updated (`_observe`)
         tables = options.table_filter
         self._filter = EventFilter(tables, self.summary.filtered) if tables.active else None
+        self._shard: ShardFilter | None = None  # --shard: made from the state's renames (`_use_shard`)
+        if options.shard is not None and options.reader == "spark":
+            raise ConfigError("--shard works with --reader driver only (the Spark reader's executors do not follow "
+                              "the renames that decide which shard owns a table)")
         if options.protocol == "simple" and options.reader == "spark":
             raise ConfigError("--protocol simple works with --reader driver only (its rows are typed by schemas from "
                               "earlier BOOTSTRAP messages, which the Spark reader's executors do not share)")
@@ -116,6 +123,7 @@ class Engine:
 
     def _run(self, started: float) -> None:
         opts = self.options
+        self.warehouse.check_layout()  # sharded or not, as the warehouse is (before taking a lease)
         with self.warehouse.locked(wait=opts.wait_for_lock), self._signals():
             if self._own_spark:
                 from replicator.delta.spark import plan_jit
@@ -127,6 +135,7 @@ class Engine:
             state = self.warehouse.load_state()
             self._check_source(state)
             self._use_catalog(state)
+            self._use_shard(state)
             self.applier.state = state
             restore_codec_state(self.summary.codec_state, state)
             state.progress = state.progress.starting_at(opts.start)
@@ -165,6 +174,9 @@ class Engine:
             config = CatalogConfig.from_json(state.catalog)
         if config is None:
             return
+        if self.options.shard is not None:
+            raise ConfigError("--shard and a catalog (--catalog-uri, or the one the warehouse records) do not go "
+                              "together yet: each shard would unregister the others' tables")
         if state.catalog and state.catalog != config.to_json():
             log.info("the warehouse's tables move to the catalog %s (were in %s); the old registrations are left "
                      "there", config.uri, state.catalog.get("uri"))
@@ -176,6 +188,21 @@ class Engine:
 
             use_catalog(config.uri)
         self.applier.catalog_config = config
+
+    def _use_shard(self, state: State) -> None:
+        """--shard: the filter of other shards' events, with the renames this shard has read so far;
+        decided when decoded where a row's partition shows every earlier DDL (engine/sharding.py)."""
+        shard = self.options.shard
+        if shard is None:
+            return
+        mode: Mode = "step"
+        if isinstance(self.source, KafkaSource) and self.source.settings.single_topic is not None:
+            assert self._codec is not None
+            mode = "partition" if self._codec.broadcasts_ddl else "partition0"
+        self._shard = ShardFilter(shard, Identities.from_json(state.shard_renames), mode, self.summary.filtered)
+        self.applier.shard = self._shard
+        if mode != "step":  # rows of other shards' tables left undecoded where the codec can
+            self._decode_options = dataclasses.replace(self._decode_options, skip_row=self._shard.skip_row)
 
     def _observe(self, loop: ControlLoop, *, force: bool = False) -> None:
         """Update the loop's gauges (watermarks, Kafka lag per partition) at most once a second, on
@@ -224,6 +251,8 @@ class Engine:
                 windower.add_partition(tp)
                 known.add(tp)
             events = stored.decode(rec)
+            if self._shard is not None:
+                events = self._shard.apply(events, tp)
             if self._filter is not None:
                 events = self._filter.apply(events)
             for ev in events:
@@ -237,7 +266,6 @@ class Engine:
         """`--reader spark`: read and decode on Spark executors, batch by batch (engine/batch.py)."""
         from replicator.delta.ddl.scope import ddl_scope
         from replicator.engine.batch import BatchLoop
-        from replicator.sources.kafka import KafkaSource
         from replicator.sources.spark_reader import read_batch
 
         source, opts = self.source, self.options
@@ -302,6 +330,8 @@ class Engine:
         pos = Position(rec.topic, rec.partition, rec.offset)
         assert self._codec is not None and self._claim_checks is not None
         events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
+        if self._shard is not None:
+            events = self._shard.apply(events, TP(rec.topic, rec.partition))
         if self._filter is not None:
             events = self._filter.apply(events)
         events = self._claim_checks.resolve(events, pos)  # ClaimCheckError: stops the run (not dead-lettered)

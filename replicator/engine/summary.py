@@ -50,13 +50,15 @@ class RunSummary:
     lease_renew_s: float = 0.0
     # tables whose reader requirements a metadata-only schema change changed, and why (DdlOutcome)
     reader_changes: list[dict[str, Any]] = field(default_factory=list)
-    # events of tables outside --include / --exclude, skipped, by reason (engine/filtering.py)
+    # events of tables outside --include / --exclude, skipped, by reason (engine/filtering.py), and
+    # with --shard those of other shards' tables (`other_shard`, engine/sharding.py)
     filtered: FilterCounts = field(default_factory=FilterCounts)
     # Delta write statements by kind (append, merge, ddl) with their Spark jobs and seconds, and
     # how many (step, table) writes were appends of fresh inserts or MERGEs (engine/merging.py)
     commits: CommitCounts = field(default_factory=CommitCounts)
     tables_appended: int = 0
     tables_merged: int = 0
+    shard: str | None = None  # --shard I/N of the run; None: unsharded
 
     @property
     def invalid_utf8(self) -> int:
@@ -78,7 +80,7 @@ class RunSummary:
         return max(0.0, time.time() - tso_physical_ms(self.watermark) / 1000)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "source": self.source,
             "records": self.records,
             "events": self.events,
@@ -108,11 +110,14 @@ class RunSummary:
             "tables_appended": self.tables_appended,
             "tables_merged": self.tables_merged,
         }
+        if self.shard is not None:  # unsharded runs keep their shape
+            out["shard"] = self.shard
+        return out
 
     def render(self) -> str:
         wm = (f"{self.watermark} ({tso_to_datetime(self.watermark).isoformat()})" if self.watermark else "none yet")
         lines = [
-            f"source            {self.source}",
+            f"source            {self.source}" + (f"   shard {self.shard}" if self.shard is not None else ""),
             f"records read      {self.records}  (events {self.events}, rows {self.rows})",
             f"replays dropped   {self.replays_dropped}   already applied {self.already_applied}",
             f"DDL applied       {self.ddl_applied}   skipped {self.ddl_skipped}   dead letters {self.dead_letters}",

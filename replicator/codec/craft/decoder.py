@@ -13,6 +13,7 @@ reported to `options.invalid_text` once the whole message has decoded.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, Protocol
 
@@ -60,6 +61,9 @@ class CraftOptions(Protocol):
 
     @property
     def invalid_text(self) -> _values.InvalidText | None: ...
+
+    @property
+    def skip_row(self) -> Callable[[str, str, int, Position | None], bool] | None: ...
 
 
 _unpack_f64 = _F64.unpack_from
@@ -346,6 +350,7 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
     replaced: list[str] = []  # of the row being decoded
     invalid: list[tuple[str, str, str]] = []  # of the message, reported once it has decoded
     events: list[Event] = []
+    skip_row = options.skip_row if options is not None else None
     q = bodies_at
     rows = 0
     for i in range(count):
@@ -356,6 +361,14 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
                 raise DecodeError(f"event {i}: row without a column group size table", offset=tables_at)
             group_sizes = tables[2 + rows]
             rows += 1
+            row_schema, row_table = schemas[i], names[i]
+            if (skip_row is not None and row_schema is not None and row_table is not None
+                    and skip_row(row_schema, row_table, tss[i], position)):
+                # another shard's table (--shard): its column groups are only measured, never decoded
+                if any(size <= 0 for size in group_sizes) or q + sum(group_sizes) != body_end:
+                    raise DecodeError(f"event {i}: column groups do not cover the row body", offset=q)
+                q = body_end
+                continue
             new: tuple[Column, ...] | None = None
             old: tuple[Column, ...] | None = None
             for size in group_sizes:

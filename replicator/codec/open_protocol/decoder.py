@@ -518,8 +518,10 @@ def _decode(
             k["pos"] = position
             kind = k["t"]
             where, base = f"value entry {index}", vstart
-            event: Event
-            if kind == _ROW:
+            event: Event | None
+            if kind == _ROW and opts.skip_row is not None and opts.skip_row(k["scm"], k["tbl"], k["ts"], position):
+                event = None  # another shard's table (--shard): its value entry is never parsed
+            elif kind == _ROW:
                 event = _row(k, _value(value, vstart, vpos, where, opts), opts, replaced)
                 if replaced:
                     invalid += [(event.schema, event.table, column) for column in replaced]
@@ -537,7 +539,8 @@ def _decode(
             ) from None
         except _INTERNAL_ERRORS as exc:
             raise DecodeError(f"malformed entry ({type(exc).__name__}: {exc})", offset=base, where=where) from None
-        events.append(event)
+        if event is not None:
+            events.append(event)
         index += 1
     if vpos < vlen:
         raise DecodeError(f"value holds more entries than key ({index})", offset=vpos, where=f"value entry {index}")
