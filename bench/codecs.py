@@ -148,7 +148,11 @@ def bench_codecs(cfg: BenchConfig) -> dict[str, Any]:
     batch16["rows"] = len(rows16)
     crc = bench_crc(b"".join((k or b"") + v for k, v in encoded["open"])[: 1 << 20])
     sizes = {"case0": {p: case0[p]["size"] for p in case0_protocols}, "batch16": batch16}
-    return {"case0": case0, "workload": workload, "sizes": sizes, "crc": crc}
+    from bench.sinkcodec import bench_storage_sink
+
+    sink = bench_storage_sink(cfg, 3 if cfg.quick else 5,
+                              functools.partial(_decode_all, "canal-json", encoded["canal-json"]), n_rows)
+    return {"case0": case0, "workload": workload, "sizes": sizes, "crc": crc, "storage_sink": sink}
 
 
 def bench_crc(data: bytes) -> dict[str, Any]:

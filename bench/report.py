@@ -122,6 +122,24 @@ def _codec_md(results: dict[str, Any]) -> list[str]:
                                    ("zlib bytes per row event", "zlib_bytes_per_row", 0)):
             lines.append(f"| {label} | {fmt(cw[key], digits)} | {fmt(ow[key], digits)} | "
                          f"{cw[key] / ow[key]:.2f} |")
+        sink = codec.get("storage_sink")
+        if sink:
+            kafka = sink["kafka_canal_json"]["rows_per_s"]
+            lines += [
+                "",
+                f"Storage sink (no Kafka): the same kind of stream ({sink['events']:,} events, "
+                f"{sink['tables']} tables) "
+                "written as TiCDC's storage sink lays it out, then listed, read and decoded by the source "
+                "`run --storage-sink` uses (process CPU time, best of N), in rounds interleaved with canal-json's "
+                "decode of the codec workload's Kafka messages (already in memory, so the comparison favours Kafka):",
+                "",
+                "| | CSV files | canal-json files | canal-json messages (decode only) |",
+                "| --- | ---: | ---: | ---: |",
+                f"| row events/s | {fmt(sink['csv']['rows_per_s'])} | {fmt(sink['canal-json']['rows_per_s'])} | "
+                f"{fmt(kafka)} |",
+                f"| files / bytes | {sink['csv']['files']} / {fmt(sink['csv']['bytes'])} | "
+                f"{sink['canal-json']['files']} / {fmt(sink['canal-json']['bytes'])} | |",
+            ]
         crc = codec.get("crc", {})
         if "c_extension" in crc:
             lines += [

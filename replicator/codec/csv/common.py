@@ -10,13 +10,14 @@ The new architecture may write a header record (`output-field-header`) of `ticdc
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from replicator.errors import ConfigError, DecodeError
 
-__all__ = ["HEADER_PREFIX", "CsvConfig", "Field", "split_fields", "split_records"]
+__all__ = ["HEADER_PREFIX", "CsvConfig", "Field", "split_fields", "split_records", "split_texts"]
 
 HEADER_PREFIX: Final = "ticdc-meta$"
 BinaryEncoding = Literal["base64", "hex"]
@@ -58,65 +59,88 @@ def split_records(text: str, config: CsvConfig) -> Iterator[tuple[int, str]]:
 
     A quoted field may hold line breaks; a record ends at a line break outside quotes (a bare
     `\\r\\n` or `\\n`: both terminators are accepted). An unterminated quote raises `DecodeError`
-    at the record's first line.
+    at the record's first line. Line by line with `str.find` / `str.count` (a quote toggles "inside",
+    a doubled one twice), not character by character: the decoder's hot path.
     """
     q = config.quote
-    i, n, line = 0, len(text), 1
-    while i < n:
-        start, start_line, inside = i, line, False
-        while i < n:
-            ch = text[i]
-            if q and ch == q:
-                inside = not inside  # a doubled quote toggles twice
-            elif ch == "\n":
-                if not inside:
-                    break
-                line += 1
-            i += 1
+    pos, n, line = 0, len(text), 1
+    while pos < n:
+        start, start_line, inside = pos, line, False
+        while True:
+            j = text.find("\n", pos)
+            end = n if j < 0 else j
+            if q and text.count(q, pos, end) % 2:
+                inside = not inside
+            if j < 0:
+                pos = n
+                break
+            if not inside:
+                pos = j
+                break
+            line += 1
+            pos = j + 1
         if inside:
             raise DecodeError("a quoted field is not closed before the end of the file", where=f"line {start_line}")
-        record = text[start:i]
+        record = text[start:pos]
         if record.endswith("\r"):
             record = record[:-1]
-        i += 1
+        pos += 1
         line += 1
         if record:
             yield start_line, record
 
 
 def split_fields(record: str, config: CsvConfig) -> list[Field]:
-    """The fields of one record (quotes removed, doubled quotes undone)."""
+    """The fields of one record (quotes removed, doubled quotes undone): split at every delimiter,
+    then a quoted field's pieces joined again until its quotes pair up."""
     q, d = config.quote, config.delimiter
+    pieces = record.split(d)
+    if not q or q not in record:
+        return [Field(p, False) for p in pieces]
     out: list[Field] = []
-    i, n = 0, len(record)
-    while True:
-        if q and record.startswith(q, i):
-            parts: list[str] = []
+    qq = q + q
+    i, n = 0, len(pieces)
+    while i < n:
+        piece = pieces[i]
+        i += 1
+        if not piece.startswith(q):
+            out.append(Field(piece, False))
+            continue
+        while piece.count(q) % 2:
+            if i == n:
+                raise DecodeError("a quoted field is not closed")
+            piece = piece + d + pieces[i]
             i += 1
-            while True:
-                j = record.find(q, i)
-                if j < 0:
-                    raise DecodeError("a quoted field is not closed")
-                parts.append(record[i:j])
-                if record.startswith(q, j + 1):
-                    parts.append(q)
-                    i = j + 2
-                    continue
-                i = j + 1
-                break
-            out.append(Field("".join(parts), True))
-            if i == n:
-                return out
-            if not record.startswith(d, i):
-                raise DecodeError(f"characters after a closing quote: {record[i:i + 20]!r}")
-            i += len(d)
-        else:
-            j = record.find(d, i)
-            if j < 0:
-                out.append(Field(record[i:], False))
-                return out
-            out.append(Field(record[i:j], False))
-            i = j + len(d)
-            if i == n:
-                out.append(Field("", False))
-                return out
+        if len(piece) < 2 or not piece.endswith(q):
+            closing = _closing(piece, q)
+            raise DecodeError(f"characters after a closing quote: {piece[closing:closing + 20]!r}")
+        out.append(Field(piece[1:-1].replace(qq, q), True))
+    return out
+
+
+def _closing(piece: str, q: str) -> int:
+    """Where a quoted piece's closing quote ends (for the error message)."""
+    i = 1
+    while True:
+        j = piece.find(q, i)
+        if j < 0:
+            return len(piece)
+        if piece.startswith(q, j + 1):
+            i = j + 2
+            continue
+        return j + 1
+
+
+def split_texts(record: str, config: CsvConfig) -> tuple[list[str], list[bool] | None]:
+    """The fields' texts and which were quoted; None in place of the flags when the record holds
+    no null text at all (the flags only tell `\\N` from the quoted string "\\N"). Such a record with
+    one-character delimiter and quote is split by the standard library's C `csv` reader (strict:
+    anything `split_fields` refuses it refuses too, and the slow path then says why)."""
+    d, q = config.delimiter, config.quote
+    if record and len(d) == 1 and len(q) == 1 and config.null not in record:
+        try:
+            return next(csv.reader((record,), delimiter=d, quotechar=q, doublequote=True, strict=True)), None
+        except (csv.Error, StopIteration):
+            pass
+    fields = split_fields(record, config)
+    return [f.text for f in fields], [f.quoted for f in fields]

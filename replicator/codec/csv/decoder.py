@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from replicator.codec.canal_json.decoder import converter
-from replicator.codec.csv.common import HEADER_PREFIX, CsvConfig, Field, split_fields
+from replicator.codec.csv.common import HEADER_PREFIX, CsvConfig, split_texts
 from replicator.codec.storage_sink.schema import TableColumn
 from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
 from replicator.errors import ConfigError, DecodeError
@@ -35,9 +36,16 @@ class MissingCommitTs(ConfigError):
     """The changefeed writes no commit ts: refused at start, never dead-lettered."""
 
 
+_BINARY_TEXT: Final = frozenset(int(c) for c in (TypeCode.VARCHAR, TypeCode.VAR_STRING, TypeCode.STRING,
+                                                  TypeCode.TINY_BLOB, TypeCode.MEDIUM_BLOB, TypeCode.LONG_BLOB,
+                                                  TypeCode.BLOB))
+_AS_BINARY: Final = "binary"  # a plan entry's reader: base64 / hex per the changefeed's setting
+
+
 @dataclass(frozen=True)
 class TableShape:
-    """A table version's columns, typed once: (name, type code, flags) in schema-file order."""
+    """A table version's columns, typed once: (name, type code, flags) in schema-file order, and
+    how each column's text is read (`plan`), worked out once per table version, not per value."""
 
     schema: str
     table: str
@@ -46,6 +54,21 @@ class TableShape:
     @classmethod
     def of(cls, schema: str, table: str, columns: Sequence[TableColumn]) -> TableShape:
         return cls(schema, table, tuple((c.name, *c.shape()) for c in columns))
+
+    @functools.cached_property
+    def plan(self) -> tuple[tuple[str, int, int, object], ...]:
+        """(name, code, flags, reader): None (the text is the value), `_AS_BINARY`, or a converter."""
+        out = []
+        for name, code, flags in self.columns:
+            reader: object
+            if flags & Flag.BINARY and code in _BINARY_TEXT:
+                reader = _AS_BINARY
+            elif code in _TEXT_KINDS:
+                reader = None  # ENUM and SET as their labels, JSON as text
+            else:
+                reader = converter(code, flags)
+            out.append((name, code, flags, reader))
+        return tuple(out)
 
 
 def is_header(record: str, config: CsvConfig) -> bool:
@@ -63,49 +86,45 @@ def _binary(text: str, config: CsvConfig) -> bytes:
         raise DecodeError(f"binary value {text[:40]!r} is not {config.binary_encoding}") from None
 
 
-def _value(f: Field, code: int, flags: int, config: CsvConfig, opts: DecodeOptions) -> Value:
-    if not f.quoted and f.text == config.null:
-        return None
-    text = f.text
-    if flags & Flag.BINARY and code in (TypeCode.VARCHAR, TypeCode.VAR_STRING, TypeCode.STRING,
-                                        TypeCode.TINY_BLOB, TypeCode.MEDIUM_BLOB, TypeCode.LONG_BLOB,
-                                        TypeCode.BLOB):
-        return _binary(text, config)
-    if code in _TEXT_KINDS:
-        return text  # ENUM and SET as their labels, JSON as text
-    conv = converter(code, flags)
-    return text if conv is None else conv(text, opts)
-
-
 def decode_record(record: str, shape: TableShape, config: CsvConfig, *, options: DecodeOptions | None = None,
                   position: Position | None = None) -> RowChange:
     """One record of a table version's data file -> its row change (an `I`/`U` record's values are
     the new image, a `D` record's the old one)."""
     opts = options or DEFAULT_DECODE_OPTIONS
-    fields = split_fields(record, config)
+    texts, quoted = split_texts(record, config)
     ncols = len(shape.columns)
-    meta = len(fields) - ncols
+    meta = len(texts) - ncols
     if meta not in (3, 4, 5):
-        raise DecodeError(f"record has {len(fields)} fields; table {shape.schema}.{shape.table} has {ncols} "
+        raise DecodeError(f"record has {len(texts)} fields; table {shape.schema}.{shape.table} has {ncols} "
                           "columns after 3 to 5 leading fields (operation, table, schema, commit ts, is-update)")
-    op = _OPS.get(fields[0].text)
+    op = _OPS.get(texts[0])
     if op is None:
-        raise DecodeError(f"operation {fields[0].text[:20]!r} is not I, U or D", where="field 1")
-    if meta == 3 or not (fields[3].text.isdigit() and fields[3].text.isascii()):
+        raise DecodeError(f"operation {texts[0][:20]!r} is not I, U or D", where="field 1")
+    if meta == 3 or not (texts[3].isdigit() and texts[3].isascii()):
         raise MissingCommitTs(MISSING_COMMIT_TS)
-    commit_ts = int(fields[3].text)
-    if meta == 5 and fields[4].text not in ("true", "false"):
-        raise DecodeError(f"is-update field is {fields[4].text[:20]!r}, not true or false", where="field 5")
-    table, schema = fields[1].text, fields[2].text
+    commit_ts = int(texts[3])
+    if meta == 5 and texts[4] not in ("true", "false"):
+        raise DecodeError(f"is-update field is {texts[4][:20]!r}, not true or false", where="field 5")
+    table, schema = texts[1], texts[2]
     if (schema, table) != (shape.schema, shape.table):
         raise DecodeError(f"record names table {schema}.{table}, but its file is under {shape.schema}.{shape.table}",
                           where="fields 2-3")
     cols: list[Column] = []
-    for (name, code, flags), f in zip(shape.columns, fields[meta:], strict=True):
+    null = config.null
+    for i, (name, code, flags, reader) in enumerate(shape.plan, meta):
+        text = texts[i]
         try:
-            cols.append(Column(name, code, flags, _value(f, code, flags, config, opts)))
+            if quoted is not None and not quoted[i] and text == null:
+                value: Value = None
+            elif reader is None:
+                value = text
+            elif reader is _AS_BINARY:
+                value = _binary(text, config)
+            else:
+                value = reader(text, opts)  # type: ignore[operator]
         except DecodeError as exc:
             raise DecodeError(exc.what, where=f"column {name!r}") from None
+        cols.append(Column(name, code, flags, value))
     image = tuple(cols)
     if op is Op.DELETE:
         return RowChange(commit_ts, schema, table, op, old_columns=image, position=position)
