@@ -22,7 +22,7 @@ from replicator.sources.storage_sink import StorageSinkSettings, StorageSinkSour
 from replicator.storage.local import LocalFileIO
 from tests.integration.helpers import Background
 from tests.s3_fixtures import S3Server
-from tests.unit.test_storage_sink_source import Replica
+from tests.unit.test_storage_sink_source import Replica, kill_inside_one_pass
 
 
 # Small and cheap (each DDL and each step costs Delta commits), yet with a DDL version, a table split
@@ -120,11 +120,4 @@ def test_kills_inside_one_pass_over_a_backlog_in_s3(s3_server: S3Server, monkeyp
     sim = Simulation(SimConfig(protocol="open", events=400, seed=12, tables=4, ddl="all"))
     url = s3_server.warehouse_url("storage-sink-kills")
     write_storage_sink(sim, url, io=io)
-    replica, rnd, kills, applied = Replica(url, "csv", io), random.Random(5), 0, set()
-    while not replica.run(kill_after=rnd.randint(20, 300)) and kills < 6:
-        kills += 1
-        applied.add(replica.saved[0].applied_ts)
-    assert replica.run()
-    assert kills >= 3 and len(applied - {0}) >= 2  # steps were saved inside the pass, between kills
-    assert compare_tables(sim.expected, replica.saved[1].tables()) == []
-    assert replica.saved[0].applied_ts == sim.expected.watermark
+    kill_inside_one_pass(Replica(url, "csv", io), sim, random.Random(5), most=300, kills=6)
