@@ -108,7 +108,7 @@ def running_prometheus(workdir: Path, targets: list[str], rule_files: list[Path]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [str(exe), f"--config.file={config_file}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle"],
+             f"--web.listen-address=127.0.0.1:{port}"],
             stdout=out, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True)
     server = Prometheus(f"http://127.0.0.1:{port}", proc, log)
     try:

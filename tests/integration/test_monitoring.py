@@ -88,7 +88,7 @@ def test_prometheus_watches_a_shard(kafka_bootstrap: str, tmp_path: Path) -> Non
                 assert proc.poll() is None, f"the follower stopped:\n{tail(log)}"
                 return (prom.value('sum(replicator_rows_total{job="replicator", table="shop.orders"})') or 0) > 0 \
                     and (prom.value('sum(replicator_dead_letters_total{job="replicator"})') or 0) >= 1
-            wait_for("Prometheus to scrape the follower's rows and dead letter", scraped, timeout=120)
+            wait_for("Prometheus to scrape the follower's rows and dead letter", scraped, timeout=240)
             assert prom.value('up{job="replicator"}') == 1
             # the shard applies its own table only (shop.customers is shard 1's)
             assert prom.value('sum(replicator_rows_total{table="shop.customers"})') is None
