@@ -78,6 +78,10 @@ class Prometheus:
         assert len(result) <= 1, (expr, result)
         return float(result[0]["value"][1]) if result else None
 
+    def label_values(self, label: str, match: str) -> list[str]:
+        """What Grafana's `label_values(match, label)` lists."""
+        return list(self._get(f"/api/v1/label/{label}/values", **{"match[]": match}))
+
     def alerts(self, state: str = "firing") -> list[dict[str, Any]]:
         """The alerts in `state` (pending or firing), each {"labels", "annotations", "state", ...}."""
         return [a for a in self._get("/api/v1/alerts")["alerts"] if a["state"] == state]

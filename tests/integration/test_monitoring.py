@@ -51,9 +51,10 @@ def test_promtool_checks_and_tests_the_rules() -> None:
     assert unit.returncode == 0 and "SUCCESS" in unit.stdout, unit.stdout + unit.stderr
 
 
-def dashboard_queries() -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every dashboard target, its variables as "All" would fill them."""
-    subs = {"$__rate_interval": "15s", "$job": "replicator", "$shard": ".*"}
+def dashboard_queries(shard: str = ".*") -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every dashboard target, its variables filled as Grafana would: "All"
+    (.*) or one shard."""
+    subs = {"$__rate_interval": "15s", "$job": "replicator", "$shard": shard}
     out = []
     for panel in json.loads(DASHBOARD.read_text())["panels"]:
         for target in panel.get("targets", []):
@@ -105,9 +106,14 @@ def test_prometheus_watches_a_shard(kafka_bootstrap: str, tmp_path: Path) -> Non
             [behind] = labels_of(firing, "ReplicatorShardBehind")
             assert behind.get("shard") == shard and behind["instance"] == f"127.0.0.1:{port}", behind
 
-            empty = [(title, expr) for title, expr in dashboard_queries()
-                     if title not in MAY_BE_EMPTY and not prom.query(expr)]
-            assert not empty, f"dashboard queries without data: {empty}"
+            # the dashboard's variables list this job and shard; its queries have data for "All"
+            # and, when the series are sharded, for the one shard
+            assert prom.label_values("job", "replicator_info") == ["replicator"]
+            assert prom.label_values("shard", 'replicator_info{job=~"replicator"}') == ([shard] if shard else [])
+            for choice in [".*", *([shard] if shard else [])]:
+                empty = [(title, expr) for title, expr in dashboard_queries(choice)
+                         if title not in MAY_BE_EMPTY and not prom.query(expr)]
+                assert not empty, f"dashboard queries without data: {empty}"
 
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0, tail(log)
