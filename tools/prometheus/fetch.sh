@@ -16,7 +16,7 @@ for tool in apt-get dpkg-deb; do
   }
 done
 mkdir -p "$dest"
-dest=$(cd "$dest" && pwd)
+dest=$(cd "$dest" && pwd)  # absolute: the rest runs in the download directory beside it
 work="$dest.download"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 if ! apt-get download prometheus; then
@@ -27,8 +27,8 @@ if ! apt-get download prometheus; then
   apt-get "${opts[@]}" update
   apt-get "${opts[@]}" download prometheus
 fi
-rm -rf "$dest/usr" "$dest/etc" "$dest/lib"
-dpkg-deb -x prometheus_*.deb "$dest"
-"$dest/usr/bin/prometheus" --version
-"$dest/usr/bin/promtool" --version
+dpkg-deb -x prometheus_*.deb root
+root/usr/bin/prometheus --version
+root/usr/bin/promtool --version
+rm -rf "$dest" && mv root "$dest"
 cd / && rm -rf "$work"
