@@ -5,7 +5,7 @@
 #
 # apt-get download needs a package index that knows the package: the machine's own when it has
 # one; otherwise (a fresh machine or container whose index was never fetched) a private index of
-# the machine's sources, fetched into DEST.download/apt, which needs no root either.
+# the machine's sources, fetched into DEST.download/apt (removed after), needing no root either.
 set -euo pipefail
 dest=${1:?usage: fetch.sh DEST}
 for tool in apt-get dpkg-deb; do
