@@ -11,7 +11,7 @@ WAREHOUSE ?= ./warehouse
 export KAFKA_PORT S3_PORT CATALOG_PORT
 
 .DEFAULT_GOAL := help
-.PHONY: help setup spark-jars kafka-jars s3-jars catalog-jars jvm-archive proto test test-unit lint bench run run-s3 kafka-up kafka-down s3-up s3-down catalog-up catalog-down cluster-up cluster-down notebook soak clean
+.PHONY: help setup spark-jars kafka-jars s3-jars catalog-jars prometheus jvm-archive proto test test-unit lint bench run run-s3 kafka-up kafka-down s3-up s3-down catalog-up catalog-down cluster-up cluster-down notebook soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -68,17 +68,28 @@ $(CACHE)/spark-jars/replicator-localfs.jar: $(LOCALFS_SRC) $(VENV)/.installed
 		&& javac --release 17 -Xlint:all -Werror -cp "$$hadoop_api" -d $(CACHE)/localfs-classes $(LOCALFS_SRC) \
 		&& jar cf $@.tmp -C $(CACHE)/localfs-classes . && mv $@.tmp $@
 
+# Debian's prometheus package unpacked, not installed (tools/prometheus/fetch.sh: no root, a private
+# package index when the machine has none): prometheus and promtool for the monitoring tests and lint.
+PROMTOOL := $(CACHE)/prometheus/usr/bin/promtool
+$(CACHE)/prometheus/.fetched: tools/prometheus/fetch.sh
+	@echo "fetching Debian's prometheus package (prometheus, promtool; not installed) into $(CACHE)/prometheus"
+	@mkdir -p $(CACHE)
+	@bash tools/prometheus/fetch.sh $(CACHE)/prometheus >$(CACHE)/prometheus.log 2>&1 \
+		|| { cat $(CACHE)/prometheus.log; echo "fetching prometheus failed"; exit 1; }
+	@touch $@
+
 spark-jars: $(CACHE)/spark-jars/.resolved $(CACHE)/spark-jars/replicator-localfs.jar ## the Spark session's jars (Delta, Kafka source, S3A) from Maven Central + the local file system jar into .cache/spark-jars
 kafka-jars: $(CACHE)/kafka-libs/.resolved ## resolve the Kafka broker classpath into .cache/kafka-libs
 s3-jars: $(CACHE)/s3proxy-libs/.resolved ## resolve the S3Proxy classpath (local S3-compatible server) into .cache/s3proxy-libs
 catalog-jars: $(CACHE)/metastore-libs/.resolved ## the Hive metastore's one jar beyond pyspark's into .cache/metastore-libs
+prometheus: $(CACHE)/prometheus/.fetched ## Debian's prometheus + promtool unpacked (not installed) into .cache/prometheus
 
 # The driver JVM's class archive (replicator/sim/jvm_archive.py): written once per installation by a
 # small replication (about a minute); quiet when it exists; a failure only warns.
 jvm-archive: $(VENV)/.installed spark-jars ## the driver JVM's class archive in .cache/jvm (faster Spark start)
 	@$(PY) -m replicator.sim.jvm_archive
 
-setup: $(VENV)/.installed spark-jars kafka-jars s3-jars catalog-jars jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + JVM class archive
+setup: $(VENV)/.installed spark-jars kafka-jars s3-jars catalog-jars prometheus jvm-archive ## venv + package (editable, dev extras) + cached JVM jars + prometheus + JVM class archive
 
 proto: $(VENV)/.installed ## regenerate replicator/_proto from schemas/*.proto
 	bash tools/gen_proto.sh
@@ -89,9 +100,11 @@ test: setup ## the whole suite but the soak-only scenarios (unit + integration: 
 test-unit: setup ## fast pure-Python tests only
 	$(VENV)/bin/pytest -q -m "not integration and not reliability"
 
-lint: setup ## ruff + mypy
+lint: setup ## ruff + mypy + promtool on the shipped alert rules
 	$(VENV)/bin/ruff check replicator tests
 	$(VENV)/bin/mypy replicator
+	$(PROMTOOL) check rules deploy/prometheus/replicator-rules.yml
+	$(PROMTOOL) test rules deploy/prometheus/replicator-rules.test.yml
 
 bench: setup ## benchmarks -> bench/results.md + results.png (BENCH_ARGS="--events 100000", "--quick")
 	$(PY) -m bench $(BENCH_ARGS)
