@@ -75,7 +75,7 @@ def honours_conditional_writes(io: FileIO, directory: str) -> bool:
         try:
             first, second = io.create(probe, b"1"), io.create(probe, b"2")
         finally:
-            io.remove_tree(probe)
+            io.remove(probe)
         _honoured[directory] = first is not None and second is None
     return _honoured[directory]
 

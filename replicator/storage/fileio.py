@@ -9,7 +9,7 @@ replicator needs from a store is small and the same everywhere:
   it was read, by entity tag): the writer lease is built on them (storage/lease.py).
 * `append`: only where the store can append in place (`can_append`); the step log uses segments
   elsewhere (storage/steplog.py).
-* `exists`, `files` (recursive, with sizes), `children`, `remove_tree`: the few looks into table
+* `exists`, `files` (recursive, with sizes), `children`, `remove`, `remove_tree`: the few looks into table
   directories (a crash's leftovers, Delta logs, the size of the tables).
 """
 
@@ -102,6 +102,10 @@ class FileIO(ABC):
     @abstractmethod
     def remove_tree(self, path: str) -> None:
         """Remove `path` and everything below it."""
+
+    def remove(self, path: str) -> None:
+        """Remove one file (nothing when it is absent)."""
+        self.remove_tree(path)
 
     def join(self, base: str, *parts: str) -> str:
         return posixpath.join(base, *parts)

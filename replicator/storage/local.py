@@ -105,6 +105,11 @@ class LocalFileIO(FileIO):
     def remove_tree(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
+    def remove(self, path: str) -> None:
+        for name in (path, f"{path}.guard"):  # and the guard of its conditional writes
+            with suppress(FileNotFoundError):
+                os.unlink(name)
+
     def join(self, base: str, *parts: str) -> str:
         return os.path.join(base, *parts)
 

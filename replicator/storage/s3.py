@@ -239,6 +239,10 @@ class S3FileIO(FileIO):
         names.discard("")
         return sorted(names)
 
+    def remove(self, path: str) -> None:
+        bucket, key = split_url(path)
+        self._call(path, "remove", functools.partial(self.client.delete_object, Bucket=bucket, Key=key))
+
     def remove_tree(self, path: str) -> None:
         bucket, _ = split_url(path)
         keys = [split_url(url)[1] for url, _ in self.files(path)]

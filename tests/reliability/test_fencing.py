@@ -93,6 +93,7 @@ def test_a_lost_holders_late_writes_are_refused_by_the_store(warehouse_url: str)
                 a.append_window(_step(9))
         assert [r["step"] for r in b.windows()] == [1, 2]
         b.save_state(state_b)  # the holder goes on
+        assert not [n for n in b.io.children(b.meta.path) if "probe" in n], "the conditional-write probe is removed"
     a.lease = None
     a_ctx.__exit__(None, None, None)
 

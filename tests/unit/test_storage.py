@@ -186,3 +186,56 @@ def test_a_holder_past_its_monotonic_deadline_loses_the_lease_and_says_so(tmp_pa
     finally:
         io.replace = original  # type: ignore[method-assign]
         lease.release()
+
+
+class _IgnoresConditions(LocalFileIO):
+    """A store that accepts every conditional write (as S3Proxy 3.x emulated them, racily)."""
+
+    def create(self, path: str, data: bytes) -> str | None:
+        self.write(path, data)
+        return "etag"
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_in_one_line(tmp_path: Path) -> None:
+    from replicator.errors import ConfigError
+    from replicator.storage import StorageOptions, configure, storage_options
+    from replicator.storage.fenced import _honoured, require_conditional_writes
+
+    require_conditional_writes(LocalFileIO(), str(tmp_path / "honours"))  # a guarded create-if-absent: fine
+    assert not list((tmp_path / "honours").iterdir()), "the probe object is removed again"
+    saved = storage_options()
+    try:
+        with pytest.raises(ConfigError) as err:
+            require_conditional_writes(_IgnoresConditions(), str(tmp_path / "ignores"))
+        message = str(err.value)
+        assert "\n" not in message and "If-None-Match" in message
+        assert "--s3-conditional-writes false" in message and "REPLICATOR_S3_CONDITIONAL_WRITES=false" in message
+        configure(StorageOptions(conditional_writes=False))  # one writer ensured otherwise: allowed
+        _honoured.clear()
+        require_conditional_writes(_IgnoresConditions(), str(tmp_path / "ignores"))
+    finally:
+        configure(saved)
+        _honoured.clear()
+
+
+def test_a_session_without_the_commit_store_is_refused_for_an_s3a_warehouse(tmp_path: Path) -> None:
+    from replicator.delta import commitfence
+    from replicator.errors import ConfigError
+    from replicator.storage import StorageOptions, configure, storage_options
+
+    class Conf:
+        def get(self, key: str, default: str | None = None) -> str | None:
+            return default
+
+    class Session:
+        conf = Conf()
+
+    lease = Lease(LocalFileIO(), str(tmp_path / "lease.json"), seconds=30)
+    saved = storage_options()
+    try:
+        with pytest.raises(ConfigError, match=r"no replicator commit store for s3a://.*--s3-conditional-writes false"):
+            commitfence.arm(Session(), lease, "s3a://bucket/wh")  # type: ignore[arg-type]
+        configure(StorageOptions(conditional_writes=False))
+        commitfence.arm(Session(), lease, "s3a://bucket/wh")  # type: ignore[arg-type]
+    finally:
+        configure(saved)
