@@ -88,3 +88,49 @@ def test_a_table_without_replicator_commits_holds_nothing(spark: Any, tmp_path: 
     applier.create_table(path, SPEC)
     spark.sql(f"INSERT INTO {delta_ref(path)} VALUES (1, 'by hand')")
     assert DeltaApplier(spark).applied_ts(path, "t") == -1
+
+
+class _Raced(Exception):
+    """What py4j raises when the s3a commit store found the version taken (its text names the class)."""
+
+    def __init__(self) -> None:
+        super().__init__("An error occurred while calling o1.sql.\n: replicator.s3commit.CommitRacedException: "
+                         "replicator: commit raced: .../_delta_log/00000000000000000002.json was written by another "
+                         "writer first (412)")
+
+
+@pytest.mark.parametrize(("other", "expected_kind"), [("same step", "none"), ("earlier step", "merge"),
+                                                      ("not ours", "append")])
+def test_a_raced_commit_is_re_planned_from_what_the_table_holds(spark: Any, tmp_path: Path, monkeypatch: Any,
+                                                                 other: str, expected_kind: str) -> None:
+    """The commit store refused our append's version: another writer committed first. A stale
+    holder's write of the same step is not applied again; one of an earlier step turns the append
+    into a MERGE (re-applying cannot double a row); anything else (a user's write) is re-run."""
+    path = str(tmp_path / "t")
+    applier, stale = DeltaApplier(spark), DeltaApplier(spark)
+    applier.create_table(path, SPEC)
+    applier.merge(path, "t", SPEC, [_fresh(1, "a")], 10, _meta(10))
+    step = [_fresh(2, "b"), _fresh(3, "c")]
+    original = applier._append_view
+    raced = []
+
+    def first_raced(*args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            if other == "same step":
+                stale.merge(path, "t", SPEC, step, 20, _meta(20))
+            elif other == "earlier step":
+                stale.merge(path, "t", SPEC, [_fresh(2, "b")], 15, _meta(15))
+            else:
+                spark.sql(f"OPTIMIZE {delta_ref(path)}")
+            raise _Raced()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(applier, "_append_view", first_raced)
+    fenced = []
+    applier.fence = lambda: fenced.append(True)  # type: ignore[method-assign]
+    res = applier.merge(path, "t", SPEC, step, 20, _meta(20))
+    assert raced and fenced, "the lease is checked before the write goes again"
+    assert res.kind == expected_kind
+    assert _rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")], "every row once"
+    assert applier.applied_ts(path, "t") == 20

@@ -13,6 +13,8 @@ import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.s3a.S3AFileSystem;
+import org.apache.hadoop.fs.s3a.impl.PutObjectOptions;
+import software.amazon.awssdk.awscore.AwsRequestOverrideConfiguration;
 import software.amazon.awssdk.core.exception.SdkException;
 import software.amazon.awssdk.core.sync.RequestBody;
 import software.amazon.awssdk.services.s3.S3Client;
@@ -63,10 +65,14 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         S3Client client = s3a.getS3AInternals().getAmazonS3Client("conditional Delta commit");
         String bucket = s3a.getBucket();
         String key = s3a.pathToKey(s3a.makeQualified(path));
-        PutObjectRequest put = PutObjectRequest.builder()
-                .bucket(bucket).key(key).contentLength((long) data.length)
-                .overrideConfiguration(o -> o.putHeader("If-None-Match", "*"))
-                .build();
+        // S3A's own request factory: the bucket's encryption, ACL and storage-class settings apply
+        // to the commit file as to every other file S3A writes; only the condition is added.
+        PutObjectRequest.Builder builder = s3a.getS3AInternals().getStore().getRequestFactory()
+                .newPutObjectRequestBuilder(key, PutObjectOptions.keepingDirs(), (long) data.length, false);
+        AwsRequestOverrideConfiguration.Builder override = builder.overrideConfiguration() == null
+                ? AwsRequestOverrideConfiguration.builder()
+                : builder.overrideConfiguration().toBuilder();
+        PutObjectRequest put = builder.overrideConfiguration(override.putHeader("If-None-Match", "*").build()).build();
         try {
             client.putObject(put, RequestBody.fromBytes(data));
         } catch (S3Exception e) {
