@@ -71,7 +71,8 @@ class Engine:
                                   codec_state=options.decode.state or CodecState(),
                                   shard=str(options.shard) if options.shard is not None else None)
         self.metrics = Metrics(protocol=options.protocol, reader=options.reader, source=source.name,
-                               max_tables=options.metrics_max_tables)
+                               max_tables=options.metrics_max_tables,
+                               shard=str(options.shard) if options.shard is not None else None)
         # The decoders report text they decoded with U+FFFD to the summary's counter.
         # Simple's schema cache (restored from state.json at start) and the checksum counts of the run.
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text,
