@@ -93,7 +93,8 @@ class WarehouseApplier:
         if self._catalog is None:
             from replicator.delta.catalog import CatalogSync
 
-            self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root)
+            self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root,
+                                        sharded=self.warehouse.shard is not None)
         return self._catalog
 
     def sync_catalog_once(self) -> None:

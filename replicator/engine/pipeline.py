@@ -175,9 +175,6 @@ class Engine:
             config = CatalogConfig.from_json(state.catalog)
         if config is None:
             return
-        if self.options.shard is not None:
-            raise ConfigError("--shard and a catalog (--catalog-uri, or the one the warehouse records) do not go "
-                              "together yet: each shard would unregister the others' tables")
         if state.catalog and state.catalog != config.to_json():
             log.info("the warehouse's tables move to the catalog %s (were in %s); the old registrations are left "
                      "there", config.uri, state.catalog.get("uri"))
