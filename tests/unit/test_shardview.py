@@ -96,3 +96,24 @@ def test_unsharded_status_has_no_shards_key(tmp_path: Path) -> None:
     doc = warehouse_status(str(tmp_path / "plain"), now=1e9).to_json()
     assert "shards" not in doc and doc["applied_watermark"] == 5
     assert all("shard" not in r.to_json() for r in list_tables(tmp_path / "plain")[1])
+
+
+def test_status_text_has_a_line_per_shard(root: Path) -> None:
+    from replicator.cli.status import plain_lines
+
+    lines = plain_lines(warehouse_status(str(root), now=1e9))
+    assert lines[1].startswith("applied watermark: 250 (") and "the slowest shard's" in lines[1]
+    shard_lines = [ln for ln in lines if ln.startswith("shard ")]
+    assert [ln.split(":")[0] for ln in shard_lines] == ["shard 0/2", "shard 1/2"]
+    assert "watermark 250" in shard_lines[0] and "1 tables, held by nobody" in shard_lines[0]
+    assert not any(ln.startswith("held by") for ln in lines)
+
+
+def test_tables_tsv_has_a_shard_column_only_when_sharded(root: Path, tmp_path: Path) -> None:
+    from replicator.cli.tables import tsv_lines
+
+    sharded = tsv_lines(list_tables(root)[1])
+    assert sharded[0].endswith("\tcatalog\tshard") and sharded[1].endswith("\t1/2")
+    Warehouse(tmp_path / "plain").save_state(State(progress=Progress(5), tables={"a": _entry("a", "orders")}))
+    plain = tsv_lines(list_tables(tmp_path / "plain")[1])
+    assert plain[0].endswith("\tcatalog") and len(plain[1].split("\t")) == len(plain[0].split("\t"))
