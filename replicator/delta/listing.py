@@ -43,7 +43,7 @@ class ListedTable:
     rows: int | None = None  # None: not counted (`list_tables(count=False)`) or no Delta table at `path`
     reader_changes: tuple[dict[str, Any], ...] = ()  # from the catalog (TableEntry.reader_changes)
     catalog: str | None = None  # its name in the metastore (`database.table`, --catalog-uri); None: by path only
-    shard: str | None = None  # a sharded warehouse's: the shard ("I/N") that replicates it; applied_ts is its
+    shard: str | None = None  # a sharded warehouse's: the shard ("I/N") that replicates it (applied_ts: its own)
 
     @property
     def readers(self) -> list[str]:

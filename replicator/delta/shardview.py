@@ -27,17 +27,22 @@ def step_ts(record: dict[str, Any]) -> int:
 
 @dataclass
 class Shard:
-    """One shard's state and step log, read once."""
+    """One shard's state, and its step log read once when first needed."""
 
     warehouse: Warehouse
     state: State
-    records: list[dict[str, Any]] = field(default_factory=list)
+    _records: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def read(cls, wh: Warehouse) -> Shard:
-        state = wh.load_state() if wh.state_path.exists() else State()
-        records = sorted(wh.windows(), key=step_ts) if state.steps else []
-        return cls(wh, state, records)
+        return cls(wh, wh.load_state() if wh.state_path.exists() else State())
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The shard's step log in watermark order."""
+        if self._records is None:
+            self._records = sorted(self.warehouse.windows(), key=step_ts) if self.state.steps else []
+        return self._records
 
     @property
     def label(self) -> str:

@@ -241,7 +241,7 @@ def shard_json(shard: Shard, now: float) -> dict[str, Any]:
     return {"shard": shard.label, "applied_watermark": wm,
             "applied_watermark_time": iso(tso_physical_ms(wm) / 1000) if wm else None,
             "applied_watermark_age_s": watermark_age_s(wm, now) if wm else None,
-            "last_step": last_step_json(shard.records[-1] if shard.records else None, now),
+            "last_step": last_step_json(wh.steps.last() if shard.state.steps else None, now),
             "holder": holder, "last_holder": last_holder, "dead_letters": dead_letter_counts(wh),
             "tables": len(shard.state.live_tables())}
 
