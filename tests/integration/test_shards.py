@@ -29,7 +29,7 @@ from replicator.sim.simcheck import check_warehouse, compare_tables, read_delta_
 from replicator.sim.simulate import SimConfig, Simulation
 from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, tail, wait_for
+from tests.reliability.common import cli_env, kill_group, size, tail, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -151,9 +151,10 @@ def test_three_shards_side_by_side_one_killed_and_resumed(kafka_bootstrap: str, 
     one dropped and created again, each shard with tables of its own): the first part of the
     stream, then the rest, during which shard 1 is SIGKILLed (with its JVM) after a step and
     started again. The tables equal the simulator's, and a snapshot across shards at the first
-    part's watermark equals the upstream tables at that point."""
-    config = SimConfig(protocol="open", seed=41, events=200, partitions=3, tables=6, ddl=["drop_table", "rename_table"],
-                       resolved_every=4)
+    part's watermark equals the upstream tables at that point. 200 changes in CI; 3,000 under
+    `make soak` (REPLICATOR_SOAK=1)."""
+    config = SimConfig(protocol="open", seed=41, events=size(200, 3000), partitions=3, tables=6,
+                       ddl=["drop_table", "rename_table"], resolved_every=4)
     records, cut, first = _split_stream(config, 0.5)
     states, expected = _states_at_resolved(config)
     owners = {name: table_shard(tuple(name.split(".")), 3) for name in expected.tables if name != "shop.orders_v2"}
@@ -167,7 +168,7 @@ def test_three_shards_side_by_side_one_killed_and_resumed(kafka_bootstrap: str, 
     try:
         wait_for("every shard to apply the first part",
                  lambda: any(p.poll() is not None for p in procs.values())
-                 or all(_applied(wh, i) >= first for i in range(3)), timeout=240)
+                 or all(_applied(wh, i) >= first for i in range(3)), timeout=size(240, 900))
         assert all(p.poll() is None for p in procs.values()), tail(log)
         assert [_applied(wh, i) for i in range(3)] == [first] * 3
         commits = _commits(wh, 1)
@@ -181,7 +182,7 @@ def test_three_shards_side_by_side_one_killed_and_resumed(kafka_bootstrap: str, 
         procs[1] = _follow(kafka_bootstrap, topic, wh, 1, log)
         wait_for("every shard to apply the whole stream",
                  lambda: any(p.poll() is not None for p in procs.values())
-                 or all(_applied(wh, i) >= expected.watermark for i in range(3)), timeout=240)
+                 or all(_applied(wh, i) >= expected.watermark for i in range(3)), timeout=size(240, 900))
         assert all(p.poll() is None for p in procs.values()), tail(log)
         for p in procs.values():
             p.send_signal(signal.SIGTERM)
