@@ -142,10 +142,11 @@ class Explorer:
         import pandas as pd
 
         recs = []
-        steps = [(p.label, w) for p in self._parts() for w in (p.records if self.sharded else
-                                                                 self.warehouse.windows())]
         if self.sharded:
-            steps.sort(key=lambda lw: (int(lw[1].get("applied_ts", lw[1]["hi"])), lw[0]))
+            steps = sorted(((p.label, w) for p in self._parts() for w in p.records),
+                           key=lambda lw: (int(lw[1].get("applied_ts", lw[1]["hi"])), lw[0]))
+        else:
+            steps = [("", w) for w in self.warehouse.windows()]
         for label, w in steps:
             tables = w.get("tables", {})
             recorded = dt.datetime.fromisoformat(w["recorded_at"])

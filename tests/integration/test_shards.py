@@ -204,6 +204,7 @@ def test_three_shards_side_by_side_one_killed_and_resumed(kafka_bootstrap: str, 
     # a notebook's view is the same: open_warehouse reads every shard
     ex = open_warehouse(wh, spark=spark)
     assert ex.sharded and ex.watermarks() == points
+    assert set(ex.windows()["shard"]) == {"0/3", "1/3", "2/3"}
     assert {name: df.count() for name, df in ex.snapshot(first).items()} == {
         ("shop.orders_v2" if name == "shop.orders" else name): len(rows) for name, rows in states[first].tables.items()}
     with pytest.raises(ValueError, match="not applied by shard"):
@@ -211,6 +212,8 @@ def test_three_shards_side_by_side_one_killed_and_resumed(kafka_bootstrap: str, 
     # the readers see every shard: tables with their owners, status with each shard's watermark
     listed = {f"{t.schema}.{t.table}": t.shard for t in list_tables(wh)[1]}
     assert listed == {name: f"{owners.get(name, 1)}/3" for name in expected.tables}
+    frame = ex.tables()
+    assert {f"{r.schema}.{r.table}": r.shard for r in frame.itertuples()} == listed
     status = warehouse_status(str(wh)).to_json()
     assert [s["shard"] for s in status["shards"]] == ["0/3", "1/3", "2/3"]
     assert status["applied_watermark"] == view.applied_ts and status["holder"] is None
