@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from replicator.cli import main
 from replicator.delta.explore import open_warehouse
 from replicator.delta.listing import list_tables
 from replicator.delta.shardview import ShardedView
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("protocol", ["open", "canal-json"])
 def test_two_shards_one_warehouse(kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                  monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """open: other shards' rows skipped when decoded; canal-json (DDLs on partition 0 only): here
     every row is decided at its step, as when partition 0 is read last. Either way the same
     tables, each by its owner."""
@@ -77,6 +78,13 @@ def test_two_shards_one_warehouse(kafka_bootstrap: str, spark: Any, tmp_path: Pa
         assert again.error is None
         assert (wh / "_replicator/shards/0-of-2/state.json").read_bytes() == other
         assert check_warehouse(spark, wh, expected) == []
+        # the commands read every shard: check compares all their tables, tables lists them
+        expected.write(tmp_path / "expected.json")
+        assert main(["check", "--warehouse", str(wh), "--expected", str(tmp_path / "expected.json"), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["tables"] == 3
+        assert main(["tables", "--warehouse", str(wh), "--json"]) == 0
+        assert {f"{t['schema']}.{t['table']}": t["shard"] for t in json.loads(capsys.readouterr().out)} == {
+            "shop.customers": "1/2", "shop.attachments": "1/2", "shop.orders_v2": "0/2"}
 
     # the recorded layout refuses an unsharded run and another N, before anything is read or written
     with pytest.raises(ConfigError, match="sharded 2 ways"):
