@@ -16,7 +16,7 @@ Cardinality: the `table` label is bounded by `max_tables` (`--metrics-max-tables
 `DEFAULT_MAX_TABLES`): the first tables seen get their own label, every later one is counted
 under `table="_other"`, so a changefeed of thousands of tables adds at most 6 series per labelled
 table. Partition labels are bounded by the topic's partitions, `reason` by the error classes and
-`type` by the 36 DDL type codes.
+`type` by the 36 DDL type codes. A sharded run (`--shard I/N`) adds `shard="I/N"` to every series.
 
 Pure: imports no Spark or Kafka.
 """
@@ -56,6 +56,8 @@ DEFAULT_MAX_TABLES: Final = 200
 """Tables labelled individually before the rest are counted as `table="_other"`."""
 
 OTHER_TABLE: Final = "_other"
+SHARD_LABEL: Final = "shard"
+"""The label every series of a sharded run (`--shard I/N`) carries, valued `I/N`; absent unsharded."""
 STEP_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 METRICS: Final[dict[str, tuple[str, str, str]]] = {
@@ -103,6 +105,21 @@ METRICS: Final[dict[str, tuple[str, str, str]]] = {
 """Every metric: (type, labels, help). Names follow Prometheus conventions (base units, `_total`)."""
 
 
+class _ConstantLabels(CollectorRegistry):
+    """A registry whose every sample carries the same extra labels (`shard="I/N"` of a sharded run),
+    so that N shards' series stay apart however they are scraped; an unsharded run's registry is a
+    plain one (no label, names and series as ever)."""
+
+    def __init__(self, labels: Mapping[str, str]) -> None:
+        super().__init__(auto_describe=True)
+        self._constant = dict(labels)
+
+    def collect(self) -> Iterator[Any]:
+        for metric in super().collect():
+            metric.samples = [s._replace(labels={**s.labels, **self._constant}) for s in metric.samples]
+            yield metric
+
+
 def _suffix_free(name: str) -> str:
     """The client library adds `_total` to counters itself."""
     return name.removesuffix("_total")
@@ -112,10 +129,12 @@ class Metrics:
     """The metrics of one run, in a registry of their own."""
 
     def __init__(self, *, protocol: str = "", reader: str = "", source: str = "",
-                 max_tables: int = DEFAULT_MAX_TABLES) -> None:
+                 max_tables: int = DEFAULT_MAX_TABLES, shard: str | None = None) -> None:
         if max_tables < 0:
             raise ConfigError(f"--metrics-max-tables must be 0 or more, not {max_tables}")
-        self.registry = CollectorRegistry(auto_describe=True)
+        # --shard I/N: `shard="I/N"` on every series (SHARD_LABEL); unsharded, no such label.
+        self.registry = (CollectorRegistry(auto_describe=True) if shard is None
+                         else _ConstantLabels({SHARD_LABEL: shard}))
         self.max_tables = max_tables
         self._tables: set[str] = set()
         self._tables_lock = threading.Lock()

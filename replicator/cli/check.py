@@ -136,19 +136,18 @@ def check(cmd: CheckCommand) -> int:
 
     expected = ExpectedState.load(cmd.expected)  # ConfigError (exit 2) before Spark starts
     wh = Warehouse(cmd.settings.require("warehouse"))
-    if not wh.state_path.exists():
-        raise ConfigError(f"{wh.root} is not a warehouse written by `replicator run` (no _replicator/state.json"
-                          f"{wh.sharded_note()})")
-    state = wh.load_state()
+    if not wh.state_path.exists() and wh.recorded_shards() is None:
+        raise ConfigError(f"{wh.root} is not a warehouse written by `replicator run` (no _replicator/state.json)")
     from replicator.delta.spark import get_spark, plan_jit, use_storage
-    from replicator.sim.simcheck import read_warehouse
+    from replicator.sim.simcheck import applied_watermark, read_warehouse
     from replicator.storage import is_url
 
     plan_jit(short_lived=True, tables_bytes=wh.tables_bytes)
     spark = get_spark("replicator-check")
     if is_url(wh.root):
         use_storage(spark)  # a session started before the settings were known reaches the store too
-    result = evaluate(expected, read_warehouse(spark, wh.root), state.applied_ts)
+    # a sharded warehouse: every shard's tables, and the smallest shard watermark
+    result = evaluate(expected, read_warehouse(spark, wh.root), applied_watermark(wh.root))
     if cmd.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
     else:

@@ -20,7 +20,11 @@ tab-separated under a header line). `--json`: one JSON object on stdout:
      "tables": [{"schema", "table", "path", "delta_version": int | null, "rows": int | null,
                  "applied_ts": int | null, "source": "kafka" | "binlog"}],
      "storage_sink": {"url": str, "checkpoint_ts": int | null, "checkpoint_time": str | null,
-                      "lag_s": float | null} (only for a warehouse replicating a storage sink)}
+                      "lag_s": float | null} (only for a warehouse replicating a storage sink),
+     "shards": [{"shard": "I/N", "applied_watermark", "applied_watermark_time", "applied_watermark_age_s",
+                 "last_step", "holder", "last_holder", "dead_letters", "tables": int}]
+               (only for a sharded warehouse: then applied_watermark is the smallest shard's, last_step
+                the latest of any shard, dead_letters all shards', holder and last_holder null)}
 
 Times are ISO 8601 in UTC. `rows` is null when the table's log cannot say exactly (no Spark count
 here: use `replicator tables`); `by_reason` is null when it would not be cheap or exact.
@@ -100,14 +104,16 @@ def summary_lines(st: Status) -> list[tuple[str, str]]:
     lines.append(("last step", "none yet" if step is None else
                   f"{step['step']} ({step['kind']}) at {step['time']} ({_age(step['age_s'])}): {step['outcome']}"))
     h, last = doc["holder"], doc["last_holder"]
-    if h is not None:
-        held = f"host {h['host']}, pid {h['pid']}, since {h['since']} (lease until {h['expires_at']})"
-    elif last is not None:
-        end = "released" if last["ended"] == "released" else f"{last['ended']}, lease until"
-        held = f"nobody (last holder host {last['host']}, pid {last['pid']}, {end} {last['expires_at']})"
-    else:
-        held = "nobody"
-    lines.append(("held by", held))
+    if doc.get("shards") is None:
+        lines.append(("held by", _held(h, last)))
+    else:  # sharded: the warehouse's watermark is the slowest shard's; each shard its own line
+        lines[1] = ("applied watermark", lines[1][1] + ("" if not wm else " (the slowest shard's: every shard "
+                                                         "has applied it)"))
+        for sh in doc["shards"]:
+            swm = sh["applied_watermark"]
+            lines.append((f"shard {sh['shard']}", (f"watermark {swm} ({_age(sh['applied_watermark_age_s'])})"
+                                                    if swm else "watermark none yet")
+                          + f", {sh['tables']} tables, held by {_held(sh['holder'], sh['last_holder'])}"))
     sink = doc.get("storage_sink")
     if sink is not None:
         lag = "" if sink["lag_s"] is None else f", lag {_age(sink['lag_s']).removesuffix(' ago')}"
@@ -120,6 +126,15 @@ def summary_lines(st: Status) -> list[tuple[str, str]]:
         total += " (" + ", ".join(f"{k} {v}" for k, v in dl["by_reason"].items()) + ")"
     lines.append(("dead letters", total))
     return lines
+
+
+def _held(h: dict[str, Any] | None, last: dict[str, Any] | None) -> str:
+    if h is not None:
+        return f"host {h['host']}, pid {h['pid']}, since {h['since']} (lease until {h['expires_at']})"
+    if last is not None:
+        end = "released" if last["ended"] == "released" else f"{last['ended']}, lease until"
+        return f"nobody (last holder host {last['host']}, pid {last['pid']}, {end} {last['expires_at']})"
+    return "nobody"
 
 
 def _text(v: Any) -> str:

@@ -63,11 +63,14 @@ def print_table(root: str, rows: Sequence[ListedTable]) -> None:
     from rich.table import Table
 
     table = Table(title=f"warehouse {root}")
-    for col in ("schema", "table", "rows", "key", "applied watermark", "reader features", "path", "source", "catalog"):
+    sharded = any(r.shard is not None for r in rows)
+    for col in ("schema", "table", "rows", "key", "applied watermark", "reader features", "path", "source", "catalog",
+                *(("shard",) if sharded else ())):
         table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
     for r in rows:
         table.add_row(r.schema, r.table, f"{r.rows:,}" if r.rows is not None else "-", ", ".join(r.key),
-                      r.applied_text(), ", ".join(r.reader_features) or "-", r.path, r.source, r.catalog or "-")
+                      r.applied_text(), ", ".join(r.reader_features) or "-", r.path, r.source, r.catalog or "-",
+                      *((r.shard or "-",) if sharded else ()))
     Console().print(table)
 
 
@@ -78,11 +81,12 @@ def _cell(text: str) -> str:
 
 def tsv_lines(rows: Sequence[ListedTable]) -> list[str]:
     """Header and one line per table, tab-separated, nothing cut (lists comma-joined)."""
-    lines = ["\t".join(TSV_COLUMNS)]
+    sharded = any(r.shard is not None for r in rows)  # a sharded warehouse's: a last column, the shard
+    lines = ["\t".join(TSV_COLUMNS + (("shard",) if sharded else ()))]
     for r in rows:
         cells = (r.schema, r.table, rows_text(r.rows), ",".join(r.key), r.applied_text(),
                  ",".join(r.reader_features) or "-", r.path, r.source, r.catalog or "-")
-        lines.append("\t".join(_cell(c) for c in cells))
+        lines.append("\t".join(_cell(c) for c in cells + ((r.shard or "-",) if sharded else ())))
     return lines
 
 

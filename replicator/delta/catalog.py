@@ -11,6 +11,12 @@ metastore) and what repairs a registration someone dropped by hand. Registration
 tables (`LOCATION`): dropping one never touches the files. A registration is the replicator's when
 its location lies under the warehouse's `tables/`; any other table of the same name is left alone.
 
+A shard (`--shard I/N`) registers its own tables only: the other shards' registrations (locations
+under `tables/` that are not one of this shard's tables) are never dropped, and no shard drops a
+database (another may be about to register a table in it). A name this shard's live table has is
+re-pointed to it even when another shard registered it (a name renamed away and taken again by
+a table of another shard; the shard still behind the rename re-points it back until it reads it).
+
 Hive's metastore lower-cases names and accepts only letters, digits and `_` in them (Hive 2.3's
 `MetaStoreUtils.validateName`); a table whose name it would refuse stays path-only, with a warning.
 """
@@ -108,9 +114,11 @@ class CatalogSync:
     """Keeps a metastore's registrations equal to a warehouse's live tables (one Spark session
     whose catalog is that metastore)."""
 
-    def __init__(self, spark: SparkSession, config: CatalogConfig, warehouse_root: str) -> None:
+    def __init__(self, spark: SparkSession, config: CatalogConfig, warehouse_root: str, *,
+                 sharded: bool = False) -> None:
         self.spark = spark
         self.config = config
+        self.sharded = sharded
         self.tables_root = _location(warehouse_root) + "/tables/"
         self._synced_at = 0.0
         self._skipped: set[tuple[str, str]] = set()
@@ -190,6 +198,7 @@ class CatalogSync:
         known_dbs = live_dbs | {db for db in (cfg.database(e.schema_name) for e in state.tables.values())
                                 if _HIVE_NAME.fullmatch(db)}
         check = None if touched is None else set(touched)
+        own = {_location(e.path) for e in state.tables.values()} if self.sharded else set()
         for db in sorted(known_dbs):
             registered = self._registered(db)
             for table in sorted(registered):
@@ -205,6 +214,8 @@ class CatalogSync:
                                     "the replicated table is at %s", db, table, location, wanted.path)
                         live.pop((db, table))
                     continue
+                if wanted is None and self.sharded and location not in own:
+                    continue  # another shard's table
                 self._sql(f"DROP TABLE IF EXISTS {_quote(db)}.{_quote(table)}")
                 changes.append(f"unregistered {db}.{table}")
                 registered.discard(table)
@@ -217,7 +228,8 @@ class CatalogSync:
                         self._sql(f"CREATE TABLE IF NOT EXISTS {_quote(db)}.{_quote(table)} USING delta "
                                   f"LOCATION {_sql_string(entry.path)}")
                         changes.append(f"registered {db}.{table}")
-            elif not registered and self._call(f"look up database {db}", self._external().databaseExists, db):
+            elif not registered and not self.sharded and \
+                    self._call(f"look up database {db}", self._external().databaseExists, db):
                 self._sql(f"DROP DATABASE IF EXISTS {_quote(db)}")  # RESTRICT: only when empty
                 changes.append(f"dropped database {db}")
         self._synced_at = time.monotonic()

@@ -5,6 +5,10 @@ for every applied step (a window batch or a DDL), the Delta version each table r
 (`_replicator/windows.jsonl`). So for any applied global watermark W, every table "as of W" is the
 table at the last version some step with applied_ts <= W left it at — one upstream commit point
 across all tables.
+
+A sharded warehouse (`--shard I/N`) is read as one: its tables are every shard's, and its
+watermarks the points every shard's tables held together (delta/shardview.py): at most the
+smallest of the shards' applied watermarks.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replicator.delta.catalog import IMPLEMENTATION_CONF, URIS_CONF, CatalogConfig
+from replicator.delta.shardview import Shard, ShardedView, table_versions_at
 from replicator.delta.warehouse import TableEntry, Warehouse
 from replicator.events import tso_physical_ms, tso_to_datetime
 from replicator.storage import is_url
@@ -34,7 +39,7 @@ def default_warehouse() -> str | Path:
     if env:
         return env if is_url(env) else Path(env)
     for candidate in (Path("warehouse"), Path("..") / "warehouse"):
-        if (candidate / "_replicator" / "state.json").exists():
+        if (candidate / "_replicator" / "state.json").exists() or (candidate / "_replicator" / "shards.json").exists():
             return candidate
     return Path("warehouse")
 
@@ -43,12 +48,32 @@ def default_warehouse() -> str | Path:
 class Explorer:
     warehouse: Warehouse
     spark: SparkSession
+    sharded: bool = False  # read every shard's state and step log (`shards()`) for each call
+
+    def shards(self) -> ShardedView:
+        view = ShardedView.read(self.warehouse)
+        if view is None:
+            raise FileNotFoundError(f"{self.warehouse.root} is no longer sharded")
+        return view
+
+    def _parts(self) -> list[Shard]:
+        """The warehouse's parts, each a state with its step log: one when unsharded."""
+        if self.sharded:
+            return self.shards().shards
+        return [Shard(self.warehouse, self.warehouse.load_state())]
+
+    def _records(self, uid: str) -> list[dict[str, Any]]:
+        """The step log of the shard holding table `uid` (the warehouse's own when unsharded)."""
+        if not self.sharded:
+            return self.warehouse.windows()
+        shard = self.shards().shard_of(uid)
+        return shard.records if shard is not None else []
 
     # -- catalog ------------------------------------------------------------------------------
     @property
     def catalog(self) -> CatalogConfig | None:
         """The metastore the warehouse's tables are registered in (`--catalog-uri`), or None."""
-        recorded = self.warehouse.load_state().catalog
+        recorded = self.shards().catalog() if self.sharded else self.warehouse.load_state().catalog
         return CatalogConfig.from_json(recorded) if recorded else None
 
     @property
@@ -72,10 +97,10 @@ class Explorer:
 
     def _entry(self, name: str) -> TableEntry:
         schema, _, table = name.partition(".")
-        state = self.warehouse.load_state()
-        entry = state.live_table(schema, table)
+        parts = self._parts()
+        entry = next((e for p in parts if (e := p.state.live_table(schema, table)) is not None), None)
         if entry is None:
-            known = ", ".join(f"{e.schema_name}.{e.table}" for e in state.live_tables())
+            known = ", ".join(sorted(f"{e.schema_name}.{e.table}" for p in parts for e in p.state.live_tables()))
             raise KeyError(f"no live table {name!r} in {self.warehouse.root} (tables: {known})")
         return entry
 
@@ -83,13 +108,14 @@ class Explorer:
         """One row per live table: schema, table, key, rows, applied watermark (TSO + time), lag."""
         import pandas as pd
 
-        state = self.warehouse.load_state()
         now_ms = dt.datetime.now(dt.UTC).timestamp() * 1000
         rows = []
-        for e in state.live_tables():
+        live = sorted(((p, e) for p in self._parts() for e in p.state.live_tables()),
+                      key=lambda pe: (pe[1].schema_name, pe[1].table))
+        for part, e in live:
             count = self.spark.read.format("delta").load(e.path).count()
-            ts = state.applied_ts
-            rows.append({
+            ts = part.applied_ts
+            rows.append({**({"shard": part.label} if self.sharded else {}),
                 "schema": e.schema_name, "table": e.table, "key": ", ".join(e.key), "rows": count,
                 "applied_ts": ts, "applied_at": tso_to_datetime(ts) if ts else None,
                 "lag_s": round((now_ms - tso_physical_ms(ts)) / 1000, 1) if ts else None,
@@ -111,15 +137,21 @@ class Explorer:
 
     # -- windows ------------------------------------------------------------------------------
     def windows(self) -> pd.DataFrame:
-        """Every applied step: kind (window/ddl), applied watermark, time, rows changed, lag."""
+        """Every applied step: kind (window/ddl), applied watermark, time, rows changed, lag (sharded:
+        every shard's steps, with a `shard` column, in watermark order)."""
         import pandas as pd
 
         recs = []
-        for w in self.warehouse.windows():
+        if self.sharded:
+            steps = sorted(((p.label, w) for p in self._parts() for w in p.records),
+                           key=lambda lw: (int(lw[1].get("applied_ts", lw[1]["hi"])), lw[0]))
+        else:
+            steps = [("", w) for w in self.warehouse.windows()]
+        for label, w in steps:
             tables = w.get("tables", {})
             recorded = dt.datetime.fromisoformat(w["recorded_at"])
             applied = int(w.get("applied_ts", w["hi"]))
-            recs.append({
+            recs.append({**({"shard": label} if self.sharded else {}),
                 "step": w["step"], "kind": w["kind"], "applied_ts": applied,
                 "watermark_time": tso_to_datetime(applied), "recorded_at": recorded,
                 "rows_changed": sum(t.get("upserts", 0) + t.get("deletes", 0) for t in tables.values()),
@@ -130,13 +162,16 @@ class Explorer:
         return pd.DataFrame(recs)
 
     def watermarks(self) -> list[int]:
-        """Applied global watermarks at which a consistent snapshot can be taken."""
+        """Applied global watermarks at which a consistent snapshot can be taken (sharded: the points
+        every shard's tables held together, at most the smallest of the shards' watermarks)."""
+        if self.sharded:
+            return self.shards().watermarks()
         return sorted({int(w.get("applied_ts", w["hi"])) for w in self.warehouse.windows()})
 
     def version_at(self, uid: str, watermark: int) -> int | None:
         """The Delta version table `uid` had when the replicator's applied watermark was `watermark`."""
         version = None
-        for w in self.warehouse.windows():
+        for w in self._records(uid):
             if int(w.get("applied_ts", w["hi"])) > watermark:
                 break
             t = w.get("tables", {}).get(uid)
@@ -145,9 +180,15 @@ class Explorer:
         return version
 
     def snapshot(self, watermark: int) -> dict[str, DataFrame]:
-        """Every table as of the same upstream commit point W (an applied watermark)."""
-        state = self.warehouse.load_state()
+        """Every table as of the same upstream commit point W (an applied watermark; sharded: one of
+        `watermarks()`, ValueError otherwise)."""
         out: dict[str, DataFrame] = {}
+        if self.sharded:
+            for e, at in table_versions_at(self.shards(), watermark):
+                out[f"{e.schema_name}.{e.table}"] = (
+                    self.spark.read.format("delta").option("versionAsOf", at).load(e.path))
+            return dict(sorted(out.items()))
+        state = self.warehouse.load_state()
         for e in state.tables.values():
             if e.created_ts > watermark or (e.dropped_ts is not None and e.dropped_ts <= watermark):
                 continue
@@ -172,7 +213,7 @@ class Explorer:
         # A step's record holds the version the table reached at its end; the versions it made on the
         # way (CREATE TABLE, a DDL's statements, a MERGE before a DDL) belong to it too.
         reached: list[tuple[int, dict[str, Any]]] = []
-        for w in self.warehouse.windows():
+        for w in self._records(entry.uid):
             t = w.get("tables", {}).get(entry.uid)
             if t is not None:
                 reached.append((int(t["version"]), w))
@@ -214,15 +255,16 @@ def open_warehouse(path: str | os.PathLike[str] | None = None, spark: SparkSessi
     """Open a warehouse for exploration (default: $REPLICATOR_WAREHOUSE or ./warehouse). When its
     tables are registered in a catalog, a session started here uses it: `ex.spark.table("shop.orders")`."""
     wh = Warehouse(path if path is not None else default_warehouse())
-    if not wh.state_path.exists():
-        raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first{wh.sharded_note()})")
+    view = None if wh.state_path.exists() else ShardedView.read(wh)
+    if view is None and not wh.state_path.exists():
+        raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first)")
     from replicator.delta.spark import get_spark, use_catalog, use_storage
 
     if spark is None:
-        recorded = wh.load_state().catalog
+        recorded = view.catalog() if view is not None else wh.load_state().catalog
         if recorded:  # takes effect unless this process's session has started already
             use_catalog(CatalogConfig.from_json(recorded).uri)
         spark = get_spark("replicator-explore")
     if is_url(wh.root):
         use_storage(spark)  # a session started elsewhere (a notebook's) reaches the same store
-    return Explorer(wh, spark)
+    return Explorer(wh, spark, sharded=view is not None)

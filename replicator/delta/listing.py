@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from replicator.delta.catalog import CatalogConfig
 from replicator.delta.features import reader_features, readers_of
-from replicator.delta.warehouse import Warehouse
+from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import ConfigError
 from replicator.storage import is_url, normalise_root
 
@@ -43,6 +43,7 @@ class ListedTable:
     rows: int | None = None  # None: not counted (`list_tables(count=False)`) or no Delta table at `path`
     reader_changes: tuple[dict[str, Any], ...] = ()  # from the catalog (TableEntry.reader_changes)
     catalog: str | None = None  # its name in the metastore (`database.table`, --catalog-uri); None: by path only
+    shard: str | None = None  # a sharded warehouse's: the shard ("I/N") that replicates it (applied_ts: its own)
 
     @property
     def readers(self) -> list[str]:
@@ -58,6 +59,8 @@ class ListedTable:
                                "reader_changes": list(self.reader_changes), "catalog": self.catalog}
         if self.rows is not None:
             out["rows"] = self.rows
+        if self.shard is not None:
+            out["shard"] = self.shard
         return out
 
     def applied_text(self) -> str:
@@ -87,29 +90,38 @@ def table_rows(path: str) -> int | None:
     return int(spark.read.format("delta").load(path).count())
 
 
+def _kafka_tables(state: State, entries: list[TableEntry], shard: str | None) -> list[ListedTable]:
+    catalog = CatalogConfig.from_json(state.catalog) if state.catalog else None
+    return [ListedTable(e.schema_name, e.table, normalise_root(e.path), tuple(e.key), "kafka", state.applied_ts,
+                        reader_features=tuple(reader_features(e.path)), reader_changes=tuple(e.reader_changes),
+                        catalog=catalog.name_of(e.schema_name, e.table) if catalog is not None else None,
+                        shard=shard)
+            for e in entries]
+
+
 def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[str, list[ListedTable]]:
     """(warehouse root, live tables sorted by source, schema, table); ConfigError when `root` holds
     neither catalog. `count`: with each table's row count (`table_rows`)."""
     from replicator.delta.binlog_state import STATE_FILE, load_state
+    from replicator.delta.shardview import ShardedView
 
     wh = Warehouse(root)
     binlog_state = wh.meta / STATE_FILE
     has_state, has_binlog = wh.state_path.exists(), binlog_state.exists()
-    if not has_state and not has_binlog:
+    view = None if has_state or has_binlog else ShardedView.read(wh)
+    if not has_state and not has_binlog and view is None:
         raise ConfigError(
-            f"{wh.root} is not a replicator warehouse (no _replicator/state.json or _replicator/binlog.json"
-            f"{wh.sharded_note()}): give the --warehouse of a `replicator run`"
+            f"{wh.root} is not a replicator warehouse (no _replicator/state.json or _replicator/binlog.json): "
+            "give the --warehouse of a `replicator run`"
         )
     rows: list[ListedTable] = []
     if has_state:
         state = wh.load_state()
-        catalog = CatalogConfig.from_json(state.catalog) if state.catalog else None
-        rows += [
-            ListedTable(e.schema_name, e.table, normalise_root(e.path), tuple(e.key), "kafka", state.applied_ts,
-                        reader_features=tuple(reader_features(e.path)), reader_changes=tuple(e.reader_changes),
-                        catalog=catalog.name_of(e.schema_name, e.table) if catalog is not None else None)
-            for e in state.live_tables()
-        ]
+        rows += _kafka_tables(state, state.live_tables(), None)
+    if view is not None:  # every shard's tables, each with its shard's applied watermark
+        for shard in view.shards:
+            rows += _kafka_tables(shard.state, shard.state.live_tables(), shard.label)
+        rows.sort(key=lambda r: (r.schema, r.table))
     if has_binlog:
         bstate = load_state(binlog_state)
         seq = bstate.applied.seq if bstate.applied is not None else 0

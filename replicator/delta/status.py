@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 from replicator.delta.listing import list_tables
 from replicator.delta.rowcount import Inexact, LogSnapshot, log_version, read_snapshot
+from replicator.delta.shardview import Shard
 from replicator.delta.warehouse import Warehouse
 from replicator.events import tso_physical_ms
 from replicator.storage import Location
@@ -125,6 +126,7 @@ class Status:
     dead_letters: dict[str, Any]
     tables: list[TableStatus] = field(default_factory=list)
     storage_sink: dict[str, Any] | None = None  # a storage-sink source: its checkpoint-ts now and the lag
+    shards: list[dict[str, Any]] | None = None  # a sharded warehouse's: each shard's own (`shard_json`)
 
     def __post_init__(self) -> None:
         if self.storage_sink is not None and self.applied_watermark and self.storage_sink["checkpoint_ts"]:
@@ -143,7 +145,8 @@ class Status:
             "last_holder": self.last_holder,
             "dead_letters": self.dead_letters,
             "tables": [t.to_json() for t in self.tables],
-        } | ({"storage_sink": self.storage_sink} if self.storage_sink is not None else {})
+        } | ({"storage_sink": self.storage_sink} if self.storage_sink is not None else {}) \
+          | ({"shards": self.shards} if self.shards is not None else {})
 
 
 def _snapshot(path: str) -> tuple[int | None, LogSnapshot | None]:
@@ -203,17 +206,19 @@ def warehouse_status(root: str, *, now: float | None = None) -> Status:
     """The status of the warehouse at `root`; ConfigError when it is no warehouse."""
     root, listed = list_tables(root)  # ConfigError for a directory that is no warehouse
     wh = Warehouse(root)
-    state = wh.load_state() if wh.state_path.exists() else None
-    last = wh.steps.last() if state is not None else None
-    lease = wh.io.read(wh.lease_path.path)
     now = time.time() if now is None else now
-    holder, last_holder = lease_view(Holder.from_json(lease) if lease is not None else None, now)
-    watermark = state.applied_ts if state is not None else None
     tables: list[TableStatus] = []
     for t in listed:
         version, snap = _snapshot(t.path)
         tables.append(TableStatus(t.schema, t.table, t.path, t.source, version,
                                   snap.rows if snap is not None else None, t.applied_ts))
+    if not wh.state_path.exists() and wh.recorded_shards() is not None:
+        return sharded_status(wh, tables, now)
+    state = wh.load_state() if wh.state_path.exists() else None
+    last = wh.steps.last() if state is not None else None
+    lease = wh.io.read(wh.lease_path.path)
+    holder, last_holder = lease_view(Holder.from_json(lease) if lease is not None else None, now)
+    watermark = state.applied_ts if state is not None else None
     return Status(
         warehouse=root,
         applied_watermark=watermark,
@@ -224,6 +229,57 @@ def warehouse_status(root: str, *, now: float | None = None) -> Status:
         dead_letters=dead_letter_counts(wh),
         tables=tables,
         storage_sink=storage_sink_view(state.source) if state is not None and state.source else None,
+    )
+
+
+def shard_json(shard: Shard, now: float) -> dict[str, Any]:
+    """One shard of a sharded warehouse's status: its watermark and lag, last step, lease holder,
+    dead letters and number of live tables."""
+    wh, wm = shard.warehouse, shard.applied_ts or None
+    lease = wh.io.read(wh.lease_path.path)
+    holder, last_holder = lease_view(Holder.from_json(lease) if lease is not None else None, now)
+    return {"shard": shard.label, "applied_watermark": wm,
+            "applied_watermark_time": iso(tso_physical_ms(wm) / 1000) if wm else None,
+            "applied_watermark_age_s": watermark_age_s(wm, now) if wm else None,
+            "last_step": last_step_json(wh.steps.last() if shard.state.steps else None, now),
+            "holder": holder, "last_holder": last_holder, "dead_letters": dead_letter_counts(wh),
+            "tables": len(shard.state.live_tables())}
+
+
+def sharded_status(wh: Warehouse, tables: list[TableStatus], now: float) -> Status:
+    """A sharded warehouse's status: the consistent view's watermark (the smallest shard's), the
+    latest step of any shard, the dead letters of all, every table, and `shards`, each shard's own.
+    The warehouse has no one holder: each shard's is in `shards`."""
+    from replicator.delta.shardview import ShardedView
+
+    view = ShardedView.read(wh)
+    assert view is not None
+    shards = [shard_json(s, now) for s in view.shards]
+    watermark = view.applied_ts or None
+    steps = [s["last_step"] for s in shards if s["last_step"] is not None]
+    dead = [s["dead_letters"] for s in shards]
+    total = None if any(d["total"] is None for d in dead) else sum(d["total"] for d in dead)
+    by_reason: dict[str, int] | None = {}
+    for d in dead:
+        if d["by_reason"] is None or by_reason is None:
+            by_reason = None
+            continue
+        for reason, n in d["by_reason"].items():
+            by_reason[reason] = by_reason.get(reason, 0) + n
+    if by_reason is not None:
+        by_reason = dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])))
+    sources = {s.state.source for s in view.shards if s.state.source}
+    return Status(
+        warehouse=wh.root,
+        applied_watermark=watermark,
+        applied_watermark_age_s=watermark_age_s(watermark, now) if watermark else None,
+        last_step=max(steps, key=lambda st: str(st.get("time") or "")) if steps else None,
+        holder=None,
+        last_holder=None,
+        dead_letters={"total": total, "by_reason": by_reason},
+        tables=tables,
+        storage_sink=storage_sink_view(sources.pop()) if len(sources) == 1 else None,
+        shards=shards,
     )
 
 

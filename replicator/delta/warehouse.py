@@ -287,14 +287,6 @@ class Warehouse:
             return []
         return [Warehouse(self.root, lease_seconds=self.lease_seconds, shard=ShardSpec(i, count)) for i in range(count)]
 
-    def sharded_note(self) -> str:
-        """For a reader that finds no _replicator/state.json: what a sharded warehouse has instead."""
-        count = self.recorded_shards()
-        if count is None:
-            return ""
-        return (f"; it is sharded {count} ways, each shard's state in _replicator/shards/I-of-{count}/, which this "
-                "command does not read yet")
-
     def check_layout(self) -> None:
         """Before a run takes its lease: refuse (ConfigError, exit 2) a run whose layout is not the
         warehouse's; a first sharded run records N (create-if-absent, so two first runs agree).

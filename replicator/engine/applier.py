@@ -93,7 +93,8 @@ class WarehouseApplier:
         if self._catalog is None:
             from replicator.delta.catalog import CatalogSync
 
-            self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root)
+            self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root,
+                                        sharded=self.warehouse.shard is not None)
         return self._catalog
 
     def sync_catalog_once(self) -> None:
@@ -156,6 +157,10 @@ class WarehouseApplier:
         record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
                                   "recorded_at": dt.datetime.now(dt.UTC).isoformat(),
                                   "kind": "ddl" if step.ddls else "window"}
+        if self.shard is not None:
+            first = first_ts(step)
+            if first is not None:  # where its changes start: a consistent view across shards reads it
+                record["lo"] = first
         self.summary.commits = self.delta.commits  # the statements' kinds, jobs, seconds (shared by sessions)
         if step.ddls and state.inflight_hi < step.hi:
             # A crash from here on may leave a table's Delta schema ahead of the catalog (the re-run
@@ -287,3 +292,11 @@ class WarehouseApplier:
                  schema, table, list(spec.key), extra={"table": f"{schema}.{table}"})
         return entry
 
+
+def first_ts(step: Step) -> int | None:
+    """The smallest commit ts of a step's rows and DDLs (its rows are in commit-ts order per table),
+    None when it holds none: the table versions of the step before it held every ts below it
+    (delta/shardview.py)."""
+    firsts = [rows[0].commit_ts for rows in step.rows.values() if isinstance(rows, list) and rows]
+    firsts += [d.commit_ts for d in step.ddls]
+    return min(firsts) if firsts else None

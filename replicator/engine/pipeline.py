@@ -71,7 +71,8 @@ class Engine:
                                   codec_state=options.decode.state or CodecState(),
                                   shard=str(options.shard) if options.shard is not None else None)
         self.metrics = Metrics(protocol=options.protocol, reader=options.reader, source=source.name,
-                               max_tables=options.metrics_max_tables)
+                               max_tables=options.metrics_max_tables,
+                               shard=str(options.shard) if options.shard is not None else None)
         # The decoders report text they decoded with U+FFFD to the summary's counter.
         # Simple's schema cache (restored from state.json at start) and the checksum counts of the run.
         self._decode_options = dataclasses.replace(options.decode, invalid_text=self.summary.invalid_text,
@@ -174,9 +175,6 @@ class Engine:
             config = CatalogConfig.from_json(state.catalog)
         if config is None:
             return
-        if self.options.shard is not None:
-            raise ConfigError("--shard and a catalog (--catalog-uri, or the one the warehouse records) do not go "
-                              "together yet: each shard would unregister the others' tables")
         if state.catalog and state.catalog != config.to_json():
             log.info("the warehouse's tables move to the catalog %s (were in %s); the old registrations are left "
                      "there", config.uri, state.catalog.get("uri"))

@@ -26,6 +26,8 @@ from replicator.sim.expected import ExpectedState
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from replicator.delta.warehouse import TableEntry
+
 MAX_DIFFS_PER_TABLE = 20
 _F32 = struct.Struct("<f")
 _NUMERIC = ("TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL")
@@ -153,11 +155,13 @@ def spark_value_to_json(value: Any, spark_type: str) -> Any:
     return value_to_json(value)
 
 
-def read_delta_table(spark: SparkSession, path: str | Path, key: Sequence[str]) -> ActualTable:
-    """One Delta table (any writer's) as an `ActualTable` keyed by ``key``."""
+def read_delta_table(spark: SparkSession, path: str | Path, key: Sequence[str], *,
+                     version: int | None = None) -> ActualTable:
+    """One Delta table (any writer's) as an `ActualTable` keyed by ``key`` (at a Delta `version`)."""
     from replicator.delta.typemap import quote_ident
 
-    df = spark.read.format("delta").load(str(path))
+    reader = spark.read.format("delta")
+    df = (reader.option("versionAsOf", version) if version is not None else reader).load(str(path))
     types = {f.name: f.dataType.simpleString().upper() for f in df.schema.fields}
     exprs = [f"unix_micros({quote_ident(c)}) AS {quote_ident(c)}" if t == "TIMESTAMP" else quote_ident(c)
              for c, t in types.items()]
@@ -166,23 +170,55 @@ def read_delta_table(spark: SparkSession, path: str | Path, key: Sequence[str]) 
 
 
 def read_warehouse(spark: SparkSession, warehouse: str | Path) -> dict[str, ActualTable]:
-    """Every live table of a warehouse, keyed ``schema.table``."""
+    """Every live table of a warehouse (a sharded one's: every shard's), keyed ``schema.table``."""
+    return {f"{entry.schema_name}.{entry.table}": read_delta_table(spark, entry.path, entry.table_spec.key)
+            for entry in live_tables(warehouse)}
+
+
+def live_tables(warehouse: str | Path) -> list[TableEntry]:
+    """The live tables of a warehouse, of every shard when it is sharded."""
+    from replicator.delta.shardview import ShardedView
     from replicator.delta.warehouse import Warehouse
 
-    state = Warehouse(warehouse).load_state()
-    return {f"{entry.schema_name}.{entry.table}": read_delta_table(spark, entry.path, entry.table_spec.key)
-            for entry in state.live_tables()}
+    wh = Warehouse(warehouse)
+    view = None if wh.state_path.exists() else ShardedView.read(wh)
+    if view is not None:
+        return [entry for _shard, entry in view.tables()]
+    return wh.load_state().live_tables()
+
+
+def applied_watermark(warehouse: str | Path) -> int:
+    """The warehouse's applied watermark; a sharded one's: the smallest of its shards' (the
+    point every shard has reached)."""
+    from replicator.delta.shardview import ShardedView
+    from replicator.delta.warehouse import Warehouse
+
+    wh = Warehouse(warehouse)
+    view = None if wh.state_path.exists() else ShardedView.read(wh)
+    return view.applied_ts if view is not None else wh.load_state().applied_ts
+
+
+def read_snapshot(spark: SparkSession, warehouse: str | Path, watermark: int) -> dict[str, ActualTable]:
+    """Every table of a sharded warehouse as of one consistent point (`ShardedView.watermarks()`),
+    keyed ``schema.table`` (ValueError when the shards' tables never held that point together)."""
+    from replicator.delta.shardview import ShardedView, table_versions_at
+    from replicator.delta.warehouse import Warehouse
+
+    view = ShardedView.read(Warehouse(warehouse))
+    if view is None:
+        raise ValueError(f"{warehouse} is not sharded")
+    return {f"{e.schema_name}.{e.table}": read_delta_table(spark, e.path, e.table_spec.key, version=v)
+            for e, v in table_versions_at(view, watermark)}
 
 
 def check_warehouse(spark: SparkSession, warehouse: str | Path, expected: ExpectedState | str | Path) -> list[str]:
     """Differences between a warehouse and an expected state (an ExpectedState or its JSON file);
     empty when they agree. The warehouse must also have applied the stream's final watermark."""
-    from replicator.delta.warehouse import Warehouse
 
     exp = expected if isinstance(expected, ExpectedState) else ExpectedState.load(expected)
     diffs: list[str] = []
-    state = Warehouse(warehouse).load_state()
-    if state.applied_ts < exp.watermark:
-        diffs.append(f"warehouse applied watermark {state.applied_ts} is behind the stream's final resolved ts "
+    applied = applied_watermark(warehouse)
+    if applied < exp.watermark:
+        diffs.append(f"warehouse applied watermark {applied} is behind the stream's final resolved ts "
                      f"{exp.watermark}: not caught up")
     return diffs + compare_tables(exp, read_warehouse(spark, warehouse))

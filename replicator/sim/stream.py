@@ -441,6 +441,12 @@ class Simulation:
         self.stats.inserts -= 1
 
     # -- result ---------------------------------------------------------------------------------
+    def state_now(self) -> ExpectedState:
+        """The tables as of the events handed out so far: read when `events()` has just yielded a
+        resolved event at ts R, the upstream state at R (events come in commit-ts order; re-sent
+        ones change nothing), its `watermark` R."""
+        return self._final_state()
+
     def _final_state(self) -> ExpectedState:
         tables: dict[str, list[dict[str, Any]]] = {}
         schemas: dict[str, dict[str, Any]] = {}

@@ -245,3 +245,47 @@ def test_catalog_registers_tables_of_an_s3a_warehouse(kafka_bootstrap: str, cata
         assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
     finally:
         reader.close()
+
+
+def test_shards_register_their_own_tables_and_leave_the_others(kafka_bootstrap: str, catalog_uri: str,
+                                                              tmp_path: Path) -> None:
+    """Two shards on one warehouse and one metastore: each registers its own tables and never
+    unregisters the other's, also after a rename to a name that hashes to the other shard
+    (shop.orders, shard 0's, renamed to shop.orders_v2) and a drop; a notebook's process reads
+    every shard's tables by name."""
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    st = Stream()
+    for table, rows in (("orders", [(1, "a"), (2, "b")]), ("tmp", [(20, "t")]),  # shard 0 of 2
+                        ("items", [(10, "x")]), ("users", [(30, "u"), (31, "v")])):  # shard 1 of 2
+        st.create("shop", table)
+        st.put("shop", table, *rows)
+    topic = new_topic(kafka_bootstrap, 2, prefix="catalog-shards")
+    produce(kafka_bootstrap, topic, st.flush())
+    wh, log = tmp_path / "wh", tmp_path / "runs.log"
+    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--catalog-uri", catalog_uri,
+           "--catalog-database-prefix", prefix]
+
+    def run(*shards: int) -> None:
+        with open(log, "ab") as err:
+            procs = [subprocess.Popen([*cmd, "--shard", f"{i}/2"], stdout=subprocess.DEVNULL, stderr=err,
+                                      env=cli_env(), start_new_session=True) for i in shards]
+            codes = [p.wait(timeout=300) for p in procs]
+        assert codes == [0] * len(shards), tail(log)
+
+    run(0, 1)  # side by side: both create the database, each registers its two tables
+    st.ddl("shop", "orders_v2", 14, "RENAME TABLE `shop`.`orders` TO `shop`.`orders_v2`")
+    st.model["shop.orders_v2"] = st.model.pop("shop.orders")
+    st.put("shop", "orders_v2", (3, "c"))
+    st.ddl("shop", "tmp", 4, "DROP TABLE `shop`.`tmp`")
+    del st.model["shop.tmp"]
+    produce(kafka_bootstrap, topic, st.flush())
+    run(0, 1)  # shard 0 renames and drops its own; neither drops the other's registrations (orders_v2, a
+    # name that hashes to shard 1, is shard 0's table)
+    reader = Reader(wh, tmp_path / "reader.log")
+    try:
+        assert reader.ask("") == {"ready": True}
+        assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
+        assert reader.ask("name shop.orders_v2") == {"name": f"{prefix}shop.orders_v2", "uses_catalog": True}
+    finally:
+        reader.close()

@@ -139,3 +139,23 @@ def test_a_taken_port_is_a_config_error() -> None:
 def test_monitoring_page_lists_the_metrics() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text()
     assert render_markdown() in page, "docs/monitoring.md's metric table is stale: paste render_markdown()"
+
+
+def test_sharded_run_labels_every_series_and_unsharded_has_no_shard_label(tmp_path: Path) -> None:
+    """--shard I/N: `shard="I/N"` on every sample (served and in the textfile); unsharded: none,
+    the exposition exactly as before."""
+    plain, sharded = Metrics(protocol="open"), Metrics(protocol="open", shard="1/3")
+    for m in (plain, sharded):
+        m.merged("shop.orders", inserted=2, updated=1, deleted=0, committed=True)
+        m.step("window", 0.2)
+        m.watermarks(443_000_000_000_000_000, 443_000_000_000_000_000)
+    plain_text, sharded_text = plain.text().decode(), sharded.text().decode()
+    assert "shard=" not in plain_text
+    lines = [ln for ln in sharded_text.splitlines() if ln and not ln.startswith("#")]
+    assert lines and all('shard="1/3"' in ln for ln in lines)
+    # the same series otherwise: dropping the label gives the unsharded series back
+    unlabelled = {(name, tuple(kv for kv in labels if kv[0] != "shard")) for name, labels in samples(sharded_text)}
+    assert unlabelled == set(samples(plain_text))
+    out = tmp_path / "m.prom"
+    sharded.finish(success=True, textfile=str(out))
+    assert 'replicator_run_success{shard="1/3"} 1.0' in out.read_text()

@@ -223,12 +223,12 @@ def test_layout_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"is unsharded \(its progress is _replicator/state.json\)"):
         Warehouse(plain, shard=ShardSpec(0, 2)).check_layout()
     assert not (plain / "_replicator/shards.json").exists()
-    # readers of the unsharded state say what a sharded warehouse holds instead
+    # readers read a sharded warehouse whole: no shard has progress yet, so no tables
     from replicator.delta.listing import list_tables
 
-    assert Warehouse(plain).sharded_note() == ""
-    with pytest.raises(ConfigError, match=r"sharded 3 ways, each shard's state in _replicator/shards/I-of-3/"):
-        list_tables(root)
+    assert list_tables(root) == (str(root), [])
+    with pytest.raises(ConfigError, match="is not a replicator warehouse"):
+        list_tables(tmp_path / "fresh")
 
 
 def test_state_keeps_the_renames(tmp_path: Path) -> None:
