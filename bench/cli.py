@@ -77,6 +77,12 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    help="row changes of the objectstore section's stream (default: --events)")
     p.add_argument("--objectstore-pairs", type=int, default=None,
                    help="local / s3a:// run pairs of the objectstore section, alternating (default 2; --quick: 1)")
+    p.add_argument("--manytables-count", type=int, default=None,
+                   help="tables of the manytables section's stream (default 1,000; --quick: 100)")
+    p.add_argument("--manytables-rows", type=int, default=5,
+                   help="inserts per table, on average, of the manytables stream (default 5)")
+    p.add_argument("--manytables-floor-sample", type=int, default=None,
+                   help="tables of the manytables section timed for Delta's floor (default 100, at most the count)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
@@ -113,6 +119,11 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     elif a.quick:
         cfg.tables_counts = (10, 40)
     cfg.tables_events = a.tables_events or (10_000 if a.quick else 100_000)
+    cfg.manytables_count = a.manytables_count or (100 if a.quick else 1000)
+    cfg.manytables_rows = a.manytables_rows
+    cfg.manytables_floor_sample = min(a.manytables_floor_sample or 100, cfg.manytables_count)
+    if min(cfg.manytables_count, cfg.manytables_rows, cfg.manytables_floor_sample) < 1:
+        p.error("--manytables-count, --manytables-rows and --manytables-floor-sample must be >= 1")
     cfg.follower_seconds = a.follower_seconds or (25.0 if a.quick else 180.0)
     if a.reader_sizes:
         cfg.reader_sizes = tuple(int(x) for x in a.reader_sizes.split(","))

@@ -58,8 +58,9 @@ class BenchConfig:
     partitions: int = 3
     protocols: tuple[str, ...] = PROTOCOLS
     streams: tuple[str, ...] = STREAMS  # the end-to-end (and peer) streams, each on every protocol
-    sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "scale",
-                                 "features", "schema", "profile")  # names in bench.sections.SECTIONS
+    # names in bench.sections.SECTIONS, in its order
+    sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore",
+                                 "manytables", "scale", "features", "schema", "profile")
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
@@ -88,6 +89,13 @@ class BenchConfig:
     objectstore_events: int | None = None
     objectstore_pairs: int = 2
     objectstore_protocols: tuple[str, ...] = ("craft",)
+    # Many tables, measured: a stream creating `manytables_count` tables with about `manytables_rows`
+    # inserts each, replicated by one process and by `manytables_shards` shards side by side; Delta's
+    # floor (CREATE TABLE + one INSERT per table) timed on `manytables_floor_sample` of the tables.
+    manytables_count: int = 1000
+    manytables_rows: int = 5
+    manytables_shards: int = 2
+    manytables_floor_sample: int = 100
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False

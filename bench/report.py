@@ -27,7 +27,8 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     e2e, resources = _e2e_md(results, cfg)
     for block in (_codec_md(results), e2e, render_streams_md(results), render_jobs_md(results), _scale_md(results),
                   _features_md(results), _schema_md(results), resources, _profile_md(results, cfg), _peer_md(results),
-                  _tables_md(results), _follower_md(results), _reader_md(results), _objectstore_md(results)):
+                  _tables_md(results), _follower_md(results), _reader_md(results), _objectstore_md(results),
+                  _manytables_md(results)):
         lines += block
     notes = results.get("notes")
     if notes:
@@ -44,6 +45,15 @@ def _schema_md(results: dict[str, Any]) -> list[str]:
     from bench.schema import render_markdown as render_schema
 
     return ["", render_schema(results["schema"])]
+
+
+def _manytables_md(results: dict[str, Any]) -> list[str]:
+    """Many tables, measured: CREATE + first write of N tables, Delta's floor, shards, projection."""
+    if not results.get("manytables"):
+        return []
+    from bench.manytables import render_markdown as render_manytables
+
+    return ["", render_manytables(results["manytables"])]
 
 
 def _features_md(results: dict[str, Any]) -> list[str]:

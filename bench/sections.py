@@ -151,6 +151,19 @@ def _objectstore_finish(ctx: Context) -> None:
     finish_objectstore(ctx.spark, ctx.results["objectstore"], ctx.shared["objectstore_server"])
 
 
+def _manytables(ctx: Context) -> None:
+    from bench.manytables import bench_manytables
+
+    ctx.results["manytables"] = bench_manytables(ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
+def _manytables_finish(ctx: Context) -> None:
+    from bench.manytables import finish_manytables
+
+    finish_manytables(ctx.spark, ctx.results["manytables"], ctx.scratch, ctx.cfg.manytables_floor_sample,
+                      ctx.cfg.apply_parallelism)
+
+
 def _scale(ctx: Context) -> None:
     ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
 
@@ -187,6 +200,8 @@ SECTIONS: tuple[Section, ...] = (
             before_spark=_reader, with_spark=_reader_finish),
     Section("objectstore", "10: object store (a local warehouse vs an s3a:// one on a local S3-compatible server)",
             needs_broker=True, before_spark=_objectstore, with_spark=_objectstore_finish),
+    Section("manytables", "12: many tables, measured (CREATE + first write of N tables, Delta's floor, shards)",
+            needs_broker=True, before_spark=_manytables, with_spark=_manytables_finish),
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
@@ -194,7 +209,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The
-sections whose runs are subprocesses (e2e, peer, tables, follower, reader, objectstore) come first:
+sections whose runs are subprocesses (e2e, peer, tables, follower, reader, objectstore, manytables) come
+first:
 their ``before_spark`` phases run while the bench's own JVM is not up to compete with them."""
 
 

@@ -52,6 +52,14 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
         out.append((f"{many['tables']} tables >= half the {few['tables']}-table rate ({tables['events']:,} changes)",
                     f"{tables['ratio']:.2f} ({fmt(many['rows_per_s'])} vs {fmt(few['rows_per_s'])} rows/s)",
                     tables["ratio"] >= 0.5))
+    many = results.get("manytables")
+    if many and "floor" in many:
+        from bench.manytables import TARGET_RATIO as MANY_RATIO
+
+        out.append((f"{many['tables']:,} tables: CREATE + first write per table <= {MANY_RATIO:g}x Delta's floor "
+                    "(bare CREATE TABLE + one INSERT)",
+                    f"{many['ratio']:.2f}x ({many['one']['step_per_table_s']:.3f} vs "
+                    f"{many['floor']['per_table_s']:.3f} s per table)", many["ratio"] <= MANY_RATIO))
     objectstore = results.get("objectstore")
     if objectstore:
         from bench.objectstore import TARGET_RATIO

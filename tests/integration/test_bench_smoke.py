@@ -25,12 +25,14 @@ import bench
 from bench.common import stream_key
 from bench.features import bench_features
 from bench.follower import bench_follower, finish_follower
+from bench.manytables import bench_manytables, finish_manytables, projection
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
 from bench.reader import bench_reader, finish_reader
 from bench.streams import commits
 from bench.tables import bench_tables, finish_tables
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
+from replicator.shards import ShardSpec
 from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.helpers import run_engine
 from tests.s3_fixtures import S3Server
@@ -81,6 +83,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
                             scale_sizes=(2_000, 4_000), scale_repeat=1, scale_changes=500, workload_events=200,
                             tables_counts=(1, 2), tables_events=150, follower_seconds=3.0, follower_rate=40,
                             follower_tables=2, reader_sizes=(150,), objectstore_events=150, objectstore_pairs=1,
+                            manytables_count=6, manytables_rows=3, manytables_floor_sample=4,
                             out=tmp_path / "out", quick=True)
     env_before = {k: os.environ.get(k) for k in s3_server.env()}
 
@@ -133,6 +136,18 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 
     results["objectstore"] = bench_objectstore(cfg, kafka_bootstrap, tmp_path, s3_server,
                                                runner=objectstore_in_process)
+
+    def many_in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
+                        workdir: Path, shard: str | None) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol, max_buffer_rows=max_buffer_rows,
+                             shard=ShardSpec.parse(shard) if shard else None)
+        return {"wall_s": time.perf_counter() - t0, "summary": summary.to_json(), "driver_peak_rss": 0,
+                "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+
+    # In-process, the two shards run one after the other (two engines on one session would share its confs).
+    results["manytables"] = bench_manytables(cfg, kafka_bootstrap, tmp_path, runner=many_in_process,
+                                             side_by_side=False)
     expected = {s: {p: r["stream"]["expected"] for p, r in results[stream_key("e2e", s)].items()} for s in cfg.streams}
     bench.finish_e2e(spark, *(results[stream_key("e2e", s)] for s in cfg.streams), scratch=tmp_path)
     for stream in cfg.streams:
@@ -141,6 +156,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     finish_follower(spark, results["follower"])
     finish_reader(spark, results["reader"])
     finish_objectstore(spark, results["objectstore"], s3_server)
+    finish_manytables(spark, results["manytables"], tmp_path, cfg.manytables_floor_sample, threads=2)
     results["scale"] = bench.bench_scale(spark, cfg, tmp_path)
     results["features"] = bench_features(spark, tmp_path, repeat=1, sizes=())
     results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
@@ -192,14 +208,23 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
         assert c["state_write_s"] + c["lease_renew_s"] + c["rest_s"] == pytest.approx(c["engine_s"])
     assert objectstore["ratio"] > 0 and set(objectstore["best"]) == {"local", "s3"}
     assert {k: os.environ.get(k) for k in s3_server.env()} == env_before, "the environment is restored"
+    many = results["manytables"]
+    assert many["one"]["verified"] and many["sharded"]["verified"], (many["one"]["diffs"], many["sharded"]["diffs"])
+    assert many["one"]["steps"]["ddl"] == 6 and many["one"]["steps"]["tables"] == 6
+    shard_tables = [s["steps"]["tables"] for s in many["sharded"]["shards"].values()]
+    assert sum(shard_tables) == 6 and set(many["sharded"]["shards"]) == {"0/2", "1/2"}
+    assert many["floor"]["tables"] == 4 and many["floor"]["per_table_s"] > 0 and many["ratio"] > 0
+    assert [k for k, _, _ in projection(many)] == [1, 2, 4, 8, 16]
     md = (cfg.out / "results.md").read_text()
     headings = ("## Targets", "## 1. Codecs", "## 2. End to end", "## 2b. End to end by stream",
                 "## 2c. Spark jobs per Delta commit", "## 3. Scale", "## Table features", "## 4. Resources",
                 "## 6. The peer", "## 7. Many tables", "## 8. Follower lag", "## 9. The Spark reader",
-                "## 10. Object store")
+                "## 10. Object store", "## 12. Many tables, measured")
     at = [md.find(heading) for heading in headings]
     assert -1 not in at and at == sorted(at), at  # every block, in the report's order
     assert "s3a:// warehouse rows/s >= 0.6x a local warehouse's (craft" in md
+    assert "6 tables: CREATE + first write per table <= 1.25x Delta's floor" in md
+    assert "| shards | tables per step within 10 s |" in md
     assert "end-to-end rows/s >= half the plain-append rate (insert-heavy, craft)" in md
     assert "replicator rows/s >= 1.5x the Structured Streaming peer's (insert-heavy, craft)" in md
     assert "| | standard craft | insert-heavy craft |" in md
@@ -214,8 +239,8 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
-    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "scale", "features",
-                     "schema", "profile"]
+    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "scale",
+                     "features", "schema", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -225,6 +250,9 @@ def test_sections_are_registered_in_one_place() -> None:
     assert bench.parse_args(["--streams", "insert-heavy"]).streams == ("insert-heavy",)
     assert (full.tables_counts, full.tables_events, full.follower_seconds) == ((10, 200), 100_000, 180.0)
     assert full.apply_parallelism is None and bench.run_args(full) == []
+    assert (full.manytables_count, full.manytables_rows, full.manytables_floor_sample) == (1000, 5, 100)
+    assert (quick.manytables_count, quick.manytables_floor_sample) == (100, 100)
+    assert bench.parse_args(["--manytables-count", "40"]).manytables_floor_sample == 40
     assert (full.schema_rows, quick.schema_rows) == (10_000_000, 200_000)
     # The object store: Craft unless --protocols names others; alternating pairs, one with --quick.
     assert (full.objectstore_protocols, full.objectstore_pairs, full.objectstore_events) == (("craft",), 2, None)
