@@ -43,7 +43,7 @@ from pydantic import (
 
 from replicator.delta import jars
 from replicator.delta.typemap import TableSpec
-from replicator.errors import ConfigError, StateError
+from replicator.errors import ConfigError, LeaseLostError, StateError
 from replicator.progress import Progress
 from replicator.shards import ShardSpec
 from replicator.storage import Location, fileio_for, normalise_root
@@ -324,6 +324,15 @@ class Warehouse:
         self.writer = self.steps.writer = FencedWriter(self.io, lease)
         try:
             yield
+        except Exception as exc:
+            # Whatever failed once the lease was gone (a Spark job cancelled when it was lost, a
+            # commit the JVM's fence refused) failed because of it: say so, exit 3.
+            if not isinstance(exc, LeaseLostError) and lease.is_lost():
+                try:
+                    lease.check()
+                except LeaseLostError as lost:
+                    raise lost from exc
+            raise
         finally:
             self.lease = None
             self.writer = self.steps.writer = None

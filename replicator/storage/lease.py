@@ -323,6 +323,11 @@ class Lease:
         with self._lock:
             return self._lost is None and time.monotonic() < self._deadline
 
+    def is_lost(self) -> bool:
+        """Lost, or past its monotonic deadline (without raising: for a failure's explanation)."""
+        with self._lock:
+            return self._lost is not None or (self._etag is not None and time.monotonic() >= self._deadline)
+
     def check(self) -> None:
         """Fencing: raise LeaseLostError unless the lease is ours until the monotonic deadline."""
         with self._lock:
