@@ -152,6 +152,7 @@ def test_two_processes_writing_the_same_commit_versions_never_both_win(s3_store:
     print(f"\n{ROUNDS} rounds: a won {len(a['won'])}, b won {len(b['won'])}; never both; lag {a['lag']} {b['lag']}")
 
 
+@pytest.mark.soak  # two JVM starts, a lease term and a pause on the store: `make soak` (its twins above run in CI)
 def test_a_holder_stopped_mid_merge_is_taken_over_and_commits_nothing_more(
         s3_store: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     sim = Simulation(SimConfig(protocol="craft", seed=91, events=160, partitions=2, tables=3, ddl="auto"))
