@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from replicator.errors import LeaseLostError, StorageError
+from replicator.errors import StorageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,7 +93,6 @@ _CONFLICT_MARKERS = ("ConcurrentAppendException", "ConcurrentDeleteReadException
 
 
 _RACED_MARKER = "CommitRacedException"
-_FENCED_MARKER = "Fence$FencedException"
 
 
 def is_commit_raced(exc: BaseException) -> bool:
@@ -152,12 +151,6 @@ class DeltaEdge:
             with self._counted(kind):
                 return self.spark.sql(statement).collect()
         except Exception as exc:
-            if _FENCED_MARKER in str(exc):  # the commit store refused: this JVM's lease is over
-                first = next((ln for ln in str(exc).splitlines() if _FENCED_MARKER in ln), "")
-                raise LeaseLostError(
-                    f"this run no longer holds the warehouse ({first.split(': ', 1)[-1].strip()[:300]}); it stops "
-                    "without committing anything more (the run that holds it now continues; nothing is lost)"
-                ) from None
             error = as_storage_error(exc)
             if error is None:
                 raise

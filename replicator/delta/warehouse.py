@@ -356,7 +356,9 @@ class Warehouse:
         # The lease holder's read: its next write is conditional on what it read (storage/fenced.py).
         current = self.io.read_versioned(self.state_path.path)
         self.writer.seen(self.state_path.path, current.etag if current is not None else None)
-        return read_state_file(self.state_path, State, STATE_FORMAT, current.data if current else None) or State()
+        if current is None:  # a new warehouse: nothing to read again
+            return State()
+        return read_state_file(self.state_path, State, STATE_FORMAT, current.data) or State()
 
     def save_state(self, state: State) -> None:
         """Atomic, durable replace: a crash leaves the old or the new state; fenced by the lease,
