@@ -229,6 +229,11 @@ def tso_physical_ms(ts: int) -> int:
     return ts >> 18
 
 
+def tso_from_ms(ms: int, logical: int = 0) -> int:
+    """The TSO of `ms` milliseconds since the Unix epoch."""
+    return (ms << 18) | logical
+
+
 def tso_logical(ts: int) -> int:
     return ts & ((1 << 18) - 1)
 
@@ -242,5 +247,4 @@ def tso_from_datetime(when: dt.datetime, logical: int = 0) -> int:
     """TSO for a wall-clock time (naive datetimes are taken as UTC)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    ms = int(when.timestamp() * 1000)
-    return (ms << 18) | logical
+    return tso_from_ms(int(when.timestamp() * 1000), logical)

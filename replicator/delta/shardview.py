@@ -9,7 +9,9 @@ next step after W starts above W. A sharded run's step record says where its cha
 (`lo`, the smallest commit ts it applied); a step that changed nothing holds every point it
 spans. So W is consistent for a shard when it is one of its step watermarks, or lies in a stretch
 where the shard applied nothing. The smallest applied watermark is always one when the shards
-have caught up to the same resolved ts (runs with `--until-caught-up` on one stream end there).
+have caught up to the same resolved ts (runs with `--until-caught-up` on one stream end there);
+sharded followers end their interval steps on a common grid of upstream time (engine/loop.py,
+`ControlLoop.step_end`), so their step watermarks coincide while they keep up.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, ReplicatorError, UnsupportedError
-from replicator.events import Event, Record, where
+from replicator.events import Event, Record, tso_from_ms, tso_physical_ms, where
 from replicator.faults import fault_point
 from replicator.logformat import event_level, position
 from replicator.progress import TP, Progress
@@ -87,6 +87,9 @@ class LoopOptions:
     on_error: Literal["stop", "skip"] = "stop"
     max_buffer_rows: int = 200_000
     flush_interval_s: float = 2.0
+    # Follow mode: interval steps end on a grid of this many ms of upstream (TSO) time, so that
+    # shards reading one stream step at the same points (0: at the watermark; see `step_end`)
+    step_grid_ms: int = 0
 
 
 @dataclass
@@ -123,6 +126,7 @@ class ControlLoop:
         self.counts = LoopCounts(watermark=windower.applied_ts)
         self._stop = False
         self._dead: list[tuple[Record, str]] = []
+        self._grid_wm = -1  # the watermark at the last interval step (step_end)
 
     @property
     def progress(self) -> Progress:
@@ -169,14 +173,11 @@ class ControlLoop:
             self.on_tick()
             now = self.clock.monotonic()
             caught_up = opts.until_caught_up and self.source.caught_up()
-            due = (
-                failure is not None or caught_up or self._stop
-                or windower.buffered_rows >= opts.max_buffer_rows
-                or (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s
-                    and not (records and self._backlogged()))
-            )
-            if due:
-                complete = self.apply_ready()
+            urgent = failure is not None or caught_up or self._stop or windower.buffered_rows >= opts.max_buffer_rows
+            interval = (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s
+                        and not (records and self._backlogged()))
+            if urgent or interval:
+                complete = self.apply_ready(before=None if urgent else self.step_end())
                 last_apply = now
                 self.on_tick()
                 # A partition found while applying must be read too before the run ends, and a
@@ -201,8 +202,29 @@ class ControlLoop:
         source = self.source
         return isinstance(source, Backlog) and source.backlogged()
 
-    def apply_ready(self) -> bool:
-        """Apply every ready step; False when they wait for the topic's partitions (no metadata)."""
+    def step_end(self) -> int | None:
+        """Where an interval step of a follower ends: None (at the watermark), or with
+        `step_grid_ms`, the `before` of the last grid line of upstream time at or below it.
+
+        Shards follow one stream with their own clocks, so the watermarks they step at differ,
+        and a sharded warehouse is consistent only at points every shard stepped at
+        (delta/shardview.py). Grid lines are the same for all of them: each steps at the latest
+        line it has passed, so shards that keep up step at the same lines. When the watermark has
+        not moved for a whole interval (the upstream is idle or paused), the step goes to it:
+        every shard then waits at that same watermark, and the rows below it are not held back.
+        """
+        grid = self.options.step_grid_ms
+        if grid <= 0:
+            return None
+        wm = self.windower.watermark
+        if wm == self._grid_wm:
+            return None
+        self._grid_wm = wm
+        return tso_from_ms(tso_physical_ms(wm) // grid * grid) + 1
+
+    def apply_ready(self, before: int | None = None) -> bool:
+        """Apply every ready step (with `before`, only what is below it); False when they wait for
+        the topic's partitions (no metadata)."""
         if self._dead:
             self.applier.dead_letter(self._dead)
             self._dead = []
@@ -210,15 +232,15 @@ class ControlLoop:
         windower = self.windower
         if windower.has_ready_step() and not self.partitions_known():
             return False
-        while (step := windower.next_step()) is not None:
+        while (step := windower.next_step(before=before)) is not None:
             try:
                 record = self.applier.apply(step)
             except DdlError as exc:
                 # A DDL of the step failed: apply (idempotently) and commit what precedes it, so
                 # the stopped run leaves every table as of just before that DDL.
-                before = windower.next_step(before=exc.commit_ts) if exc.commit_ts is not None else None
-                if before is not None:
-                    self._apply_done(before, self.applier.apply(before))
+                prefix = windower.next_step(before=exc.commit_ts) if exc.commit_ts is not None else None
+                if prefix is not None:
+                    self._apply_done(prefix, self.applier.apply(prefix))
                 raise
             self._apply_done(step, record)
         if not self.options.until_caught_up or self.source.caught_up():

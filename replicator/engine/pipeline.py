@@ -218,9 +218,13 @@ class Engine:
             m.kafka_lags(lags)
 
     def _loop_options(self) -> LoopOptions:
+        """A sharded follower's interval steps end on a grid as long as its interval, so the shards
+        step at the same points (engine/loop.py, `ControlLoop.step_end`)."""
         opts = self.options
+        grid = max(1, round(opts.flush_interval_s * 1000)) if opts.shard is not None else 0
         return LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
-                           max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s)
+                           max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s,
+                           step_grid_ms=grid)
 
     def _control_loop(self, state: State) -> ControlLoop:
         """`--reader driver`: records read and decoded here, rows buffered by the windower."""

@@ -12,7 +12,20 @@ import pytest
 from replicator.engine.loop import ControlLoop, LoopOptions, StepRecord
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, KafkaSourceError, SchemaError
-from replicator.events import TP, Column, DdlEvent, Event, Flag, Op, Record, Resolved, RowChange, TypeCode, where
+from replicator.events import (
+    TP,
+    Column,
+    DdlEvent,
+    Event,
+    Flag,
+    Op,
+    Record,
+    Resolved,
+    RowChange,
+    TypeCode,
+    tso_from_ms,
+    where,
+)
 from replicator.progress import Cursor, Progress
 
 BAD = b"undecodable"
@@ -443,3 +456,62 @@ def test_a_failing_ddl_stops_the_run_with_what_precedes_it_applied() -> None:
     assert [(s.hi, s.ddls) for s in applier.steps] == [(9, (good,)), (14, ())]  # the last: up to the bad DDL
     assert applier.rows() == [(10, 1)]
     assert applier.progress.applied_ts == 14
+
+
+# -- a sharded follower's step grid ------------------------------------------------------------
+
+BASE_MS = 1_700_000_000_000  # a multiple of the 2 s grid
+
+
+def at(ms: int) -> int:
+    return tso_from_ms(BASE_MS + ms)
+
+
+def test_a_sharded_followers_interval_steps_end_on_the_grid_then_at_a_still_watermark() -> None:
+    clock = Clock()
+    records: dict[int, list[list[Event] | bytes]] = {
+        p: [[ins(at(1000 + p), p)], res(at(1500)), [ins(at(2500 + p), 10 + p)], res(at(3000)),
+            [ins(at(4100 + p), 20 + p)], res(at(5500))] for p in (0, 1)}
+    source, applier = FakeSource(clock, records, per_poll=10), FakeApplier()
+    loop = loop_of(source, applier, clock, until_caught_up=False, flush_interval_s=2.0, step_grid_ms=2000)
+    loop.on_tick = lambda: loop.request_stop() if clock.now >= 10.0 else None
+    loop.run()
+    # the first interval step ends on the last grid line below the watermark; the next interval
+    # finds the watermark where it was (an idle upstream) and goes to it, before the stop
+    assert [s.hi for s in applier.steps] == [at(4000), at(5500)]
+    assert [len(rows) for s in applier.steps for rows in s.rows.values()] == [4, 2]
+    assert applier.progress.applied_ts == at(5500)
+
+
+class LiveSource(FakeSource):
+    """Upstream time runs with the clock (from `start_s`): each second a row per partition at
+    +100 ms and a resolved event at +500 ms, appended when the clock passes them."""
+
+    def __init__(self, clock: Clock, per_poll: int) -> None:
+        super().__init__(clock, {0: [], 1: []}, per_poll)
+        self.second = 0
+
+    def poll(self) -> list[Record]:
+        while (self.second + 1) * 1000 <= self.clock.now * 1000:
+            s = self.second
+            for p in (0, 1):
+                self.records[p] += [[ins(at(s * 1000 + 100 + p), 2 * s + p)], res(at(s * 1000 + 500))]
+            self.second += 1
+        return super().poll()
+
+
+def test_sharded_followers_with_their_own_timing_step_at_the_same_grid_lines() -> None:
+    his: list[list[int]] = []
+    for start, per_poll in ((0.0, 1), (0.7, 3)):  # another start, another read pace
+        clock = Clock()
+        clock.now = start
+        source, applier = LiveSource(clock, per_poll), FakeApplier()
+        loop = loop_of(source, applier, clock, until_caught_up=False, flush_interval_s=2.0, step_grid_ms=2000)
+        loop.on_tick = lambda clock=clock, loop=loop: loop.request_stop() if clock.now >= 30.0 else None  # type: ignore[misc]
+        loop.run()
+        steps = [s.hi for s in applier.steps]
+        assert all(hi % (1 << 18) == 0 and (hi >> 18) % 2000 == 0 for hi in steps[:-1]), steps
+        assert len({r for r in applier.rows()}) == len(applier.rows())
+        his.append(steps[:-1])  # the last one is the stop's, at the watermark
+    common = set(his[0]) & set(his[1])
+    assert len(common) >= 10, his
