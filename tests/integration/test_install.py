@@ -63,12 +63,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     root = tmp_path_factory.mktemp("install")
     dist, env, home = root / "dist", root / "env", root / "home"
     home.mkdir()
+    # Without the test run's PYTHONPATH: with the checkout on it, pip takes the checkout's egg-info
+    # for an installed replicator and leaves the wheel out of the virtualenv.
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)],
-                   check=True, capture_output=True, timeout=600)
+                   check=True, capture_output=True, timeout=600, env=clean)
     wheel = next(dist.glob("replicator-*.whl"))
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300, env=clean)
     done = subprocess.run([str(env / "bin" / "pip"), "install", "-q", "--no-compile", str(wheel), "venv-pack==0.2.0"],
-                          capture_output=True, text=True, timeout=1200)
+                          capture_output=True, text=True, timeout=1200, env=clean)
     assert done.returncode == 0, done.stderr[-3000:]
     return Installed(env, home)
 
