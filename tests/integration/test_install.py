@@ -8,7 +8,10 @@
 * (`make soak`) the spark-submit recipe of docs/running-on-spark.md against `make cluster-up`'s standalone
   cluster: client mode, the packed environment without pyspark (the cluster provides it) for the
   executors, the driver's own Python, loopback addresses kept, `--reader spark`, exact tables;
-  `cluster-down` removes the workers' scratch space (the unpacked environments).
+  `cluster-down` removes the workers' scratch space (the unpacked environments);
+* (`make soak`) the README's two shards as two spark-submit applications on that cluster, at once
+  (`spark.cores.max=1` each, the driver reader, Delta jars only): each holds a core at the same
+  moment, and the shards' tables are disjoint and together the simulator's.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +30,16 @@ from typing import Any
 import pytest
 
 from replicator.delta import jars
+from replicator.delta.explore import open_warehouse
+from replicator.delta.warehouse import Warehouse
+from replicator.shards import ShardSpec
 from replicator.sim.localkafka.process import free_ports, pid_alive
 from replicator.sim.localspark import ClusterHandle, master_state, start, stop
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
+from tests.reliability.common import kill_group, tail
 
 pytestmark = pytest.mark.integration
 
@@ -63,12 +71,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     root = tmp_path_factory.mktemp("install")
     dist, env, home = root / "dist", root / "env", root / "home"
     home.mkdir()
+    # Without the test run's PYTHONPATH: with the checkout on it, pip takes the checkout's egg-info
+    # for an installed replicator and leaves the wheel out of the virtualenv.
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)],
-                   check=True, capture_output=True, timeout=600)
+                   check=True, capture_output=True, timeout=600, env=clean)
     wheel = next(dist.glob("replicator-*.whl"))
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300, env=clean)
     done = subprocess.run([str(env / "bin" / "pip"), "install", "-q", "--no-compile", str(wheel), "venv-pack==0.2.0"],
-                          capture_output=True, text=True, timeout=1200)
+                          capture_output=True, text=True, timeout=1200, env=clean)
     assert done.returncode == 0, done.stderr[-3000:]
     return Installed(env, home)
 
@@ -140,6 +151,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]
         assert not list(state.glob("work-*")), "cluster-down leaves the workers' scratch space"
 
 
+def _site(installed: Installed) -> Path:
+    return next((installed.env / "lib").glob("python3.*")) / "site-packages"
+
+
+def _pack(installed: Installed, work: Path) -> Path:
+    """The executors' environment: the virtualenv without pyspark and py4j (the cluster has them)."""
+    site = _site(installed).relative_to(installed.env)
+    packed = work / "replicator-env.tar.gz"
+    pack = subprocess.run(
+        ["venv-pack", "-q", "-p", str(installed.env), "-o", str(packed),
+         "--exclude", f"{site}/pyspark/*", "--exclude", f"{site}/py4j/*"],
+        cwd=work, env=installed.environ(), capture_output=True, text=True, timeout=900)
+    assert pack.returncode == 0, pack.stderr
+    assert packed.stat().st_size < 250 * 2**20, packed.stat().st_size  # pyspark alone is ~470 MB unpacked
+    return packed
+
+
 @pytest.mark.soak  # packs ~140 MB and runs a cluster application (5-10 min here): `make soak`
 def test_spark_submit_as_the_readme_writes_it(installed: Installed, cluster: ClusterHandle, kafka_bootstrap: str,
                                               spark: Any, tmp_path: Path) -> None:
@@ -148,20 +176,11 @@ def test_spark_submit_as_the_readme_writes_it(installed: Installed, cluster: Clu
     work.mkdir()
     wh = tmp_path / "wh"
     env = installed.environ()
-    site = next((installed.env / "lib").glob("python3.*")) / "site-packages"
-    # The executors' environment: the virtualenv without pyspark and py4j (the cluster has them).
-    pack = subprocess.run(
-        ["venv-pack", "-q", "-p", str(installed.env), "-o", str(work / "replicator-env.tar.gz"),
-         "--exclude", f"{site.relative_to(installed.env)}/pyspark/*",
-         "--exclude", f"{site.relative_to(installed.env)}/py4j/*"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=900)
-    assert pack.returncode == 0, pack.stderr
-    packed = work / "replicator-env.tar.gz"
-    assert packed.stat().st_size < 250 * 2**20, packed.stat().st_size  # pyspark alone is ~470 MB unpacked
+    packed = _pack(installed, work)
     jar_list = subprocess.run(["replicator", "jars", "--kafka"], cwd=work, capture_output=True, text=True,
                               env=installed.environ(REPLICATOR_SPARK_JARS="", REPLICATOR_JARS_CACHE=str(
                                   _jar_dir(tmp_path, "delta", "kafka"))), check=True).stdout.strip()
-    main = site / "replicator" / "__main__.py"
+    main = _site(installed) / "replicator" / "__main__.py"
     cmd = ["spark-submit", "--master", cluster.master_url, "--deploy-mode", "client",
            "--jars", jar_list,
            "--archives", f"{packed}#env",
@@ -182,3 +201,83 @@ def test_spark_submit_as_the_readme_writes_it(installed: Installed, cluster: Clu
     stderrs = [p.read_text(errors="replace")
                for i in range(2) for p in (cluster.state_dir / f"work-{i}").glob("app-*/*/stderr")]
     assert stderrs and any("127.0.0.1" in s for s in stderrs)
+
+
+@pytest.mark.soak  # packs ~140 MB and runs two cluster applications side by side (5-10 min here): `make soak`
+def test_two_shards_as_two_spark_submit_applications(installed: Installed, cluster: ClusterHandle,
+                                                     kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    """README "As N applications on one Spark cluster", as written: `--shard 0/2` and `--shard 1/2`
+    submitted at once (driver reader, Delta jars only, one core each) to `make cluster-up`'s two
+    1-core workers, into one warehouse. Both run at the same time, each with its own executor,
+    and the shards' tables are disjoint and together the simulator's (a table renamed across
+    shards: shop.orders hashes to shard 0, shop.orders_v2 to shard 1)."""
+    sim = Simulation(SimConfig(protocol="open", seed=41, events=200, partitions=2, tables=3, ddl="rename_table"))
+    topic = new_topic(kafka_bootstrap, 2, prefix="install-shards")
+    produce(kafka_bootstrap, topic, sim.messages())
+    expected = sim.expected
+    assert set(expected.tables) == {"shop.customers", "shop.orders_v2", "shop.attachments"}
+    work = tmp_path / "work"
+    work.mkdir()
+    wh = tmp_path / "wh"
+    env = installed.environ()
+    packed = _pack(installed, work)
+    jar_list = subprocess.run(["replicator", "jars"], cwd=work, capture_output=True, text=True, check=True,
+                              env=installed.environ(REPLICATOR_SPARK_JARS="", REPLICATOR_JARS_CACHE=str(
+                                  _jar_dir(tmp_path, "delta")))).stdout.strip()
+    main = subprocess.run(["python", "-c", "import replicator, os; print(os.path.dirname(replicator.__file__))"],
+                          cwd=work, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    before = {a["id"] for a in master_state(cluster.webui_port)["completedapps"]}
+
+    def submit(i: int) -> subprocess.Popen[bytes]:
+        cmd = ["spark-submit", "--master", cluster.master_url, "--deploy-mode", "client",
+               "--conf", "spark.cores.max=1",
+               "--jars", jar_list, "--archives", f"{packed}#env",
+               "--conf", "spark.pyspark.python=./env/bin/python",
+               "--conf", f"spark.pyspark.driver.python={installed.bin / 'python'}",
+               f"{main}/__main__.py",
+               "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+               "--warehouse", str(wh), "--shard", f"{i}/2", "--until-caught-up"]
+        with open(tmp_path / f"shard-{i}.log", "wb") as log:
+            return subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+
+    procs = [submit(0), submit(1)]
+    running: dict[str, int] = {}  # application id -> the cores it held while RUNNING
+    together = False  # both applications RUNNING with a core each at one moment
+    deadline = time.monotonic() + 1500
+    try:
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                now = [a for a in master_state(cluster.webui_port)["activeapps"]
+                       if a["state"] == "RUNNING" and a["cores"] >= 1]
+            except OSError:  # a master slow to answer on a loaded machine: ask again
+                continue
+            running.update({a["id"]: max(running.get(a["id"], 0), a["cores"]) for a in now})
+            together = together or len(now) >= 2
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                kill_group(p)
+    logs = [tail(tmp_path / f"shard-{i}.log", 60) for i in range(2)]
+    assert [p.returncode for p in procs] == [0, 0], logs
+    assert together and len(running) == 2 and set(running.values()) == {1}, running
+    done = {a["id"]: a for a in master_state(cluster.webui_port)["completedapps"] if a["id"] not in before}
+    assert set(done) == set(running) and {a["name"] for a in done.values()} == {"replicator"}, done
+    first, second = sorted(done.values(), key=lambda a: a["starttime"])
+    assert second["starttime"] < first["starttime"] + first["duration"], done  # side by side, not queued
+
+    owned: dict[str, int] = {}
+    for i in range(2):
+        state = Warehouse(wh, shard=ShardSpec(i, 2)).load_state()
+        assert state.applied_ts >= expected.watermark
+        names = {f"{e.schema_name}.{e.table}" for e in state.live_tables()}
+        assert names and not names & set(owned), (i, names, owned)
+        owned.update(dict.fromkeys(names, i))
+    assert set(owned) == set(expected.tables) and owned["shop.orders_v2"] == 0, owned  # renamed by its owner
+    assert check_warehouse(spark, wh, expected) == []  # every shard's tables, the slowest shard's watermark
+    ex = open_warehouse(wh, spark=spark)  # one warehouse to a reader: a snapshot across both shards
+    assert ex.sharded and ex.watermarks()[-1] >= expected.watermark
+    assert {name: df.count() for name, df in ex.snapshot(ex.watermarks()[-1]).items()} == {
+        name: len(rows) for name, rows in expected.tables.items()}
+    assert sorted(p.name for p in work.iterdir()) == ["replicator-env.tar.gz"]
