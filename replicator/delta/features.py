@@ -151,7 +151,7 @@ def reader_features(table_path: str | os.PathLike[str]) -> list[str]:
     start, protocol = _checkpoint_protocol(log_dir)
     commits = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) > start)
     for version in commits:
-        for line in (log_dir / f"{version:020d}.json").read_text().splitlines():
+        for line in (log_dir / f"{version:020d}.json").read_text().split("\n"):  # not U+2028 etc.
             if '"protocol"' in line:
                 action = json.loads(line)
                 if "protocol" in action:

@@ -167,7 +167,8 @@ def read_snapshot(table_path: str | os.PathLike[str],
             raise Inexact(f"a gap in the commits of {log_dir} after version {start}")
         live = _checkpoint_live(log_dir, checkpoint_files, measure) if checkpoint_files else {}
         for version in after:
-            lines = (log_dir / f"{version:020d}.json").read_text().splitlines()
+            # "\n" only: Delta writes U+2028 and the like raw inside strings (stats of text columns)
+            lines = (log_dir / f"{version:020d}.json").read_text().split("\n")
             apply_actions(live, (json.loads(line) for line in lines if line.strip()), measure)
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
         raise Inexact(f"unreadable log {log_dir}: {exc}") from None

@@ -151,3 +151,21 @@ def test_row_count_is_inexact_without_record_counts_or_with_a_gap(tmp_path: Path
     _commit(log, 2, _add("b.parquet", 3))
     with pytest.raises(Inexact, match="gap"):
         count_rows(table)
+
+
+def test_row_count_and_reader_features_read_line_separators_inside_strings(tmp_path: Path) -> None:
+    """Delta's JSON writer leaves U+2028, U+2029 and U+0085 raw inside strings (a text column's
+    min/max stats, a comment): only "\\n" ends an action."""
+    from replicator.delta.features import reader_features
+
+    table = tmp_path / "t"
+    log = table / "_delta_log"
+    stats = json.dumps({"numRecords": 4, "minValues": {"note": "a\u2028b\u2029c\x85d\x1ce"}}, ensure_ascii=False)
+    add = {"add": {"path": "a.parquet", "size": 1, "modificationTime": 0, "dataChange": True, "stats": stats}}
+    protocol = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+                             "writerFeatures": ["deletionVectors"]}}
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a, ensure_ascii=False) for a in (add, protocol)) + "\n")
+    assert "\u2028" in (log / f"{0:020d}.json").read_text()
+    assert count_rows(table) == 4
+    assert reader_features(table) == ["deletionVectors"]
