@@ -127,9 +127,10 @@ def _interleaved(fns: dict[str, Callable[[int], None]], repeat: int) -> dict[str
     return times
 
 
-def bench_small(spark: SparkSession, scratch: Path, repeat: int) -> dict[str, Any]:
+def bench_small(spark: SparkSession, scratch: Path, repeat: int, jobs_samples: int = 3) -> dict[str, Any]:
     """Per profile: a 100-row MERGE with the applier's confs and with Delta's and Spark's defaults
-    vs a 100-row append, interleaved round by round; medians and Spark jobs per operation."""
+    vs a 100-row append, interleaved round by round; medians and Spark jobs per operation (the
+    fewest of `jobs_samples` calls)."""
     from replicator.delta.merge import DeltaApplier
 
     spec = _spec()
@@ -162,8 +163,9 @@ def bench_small(spark: SparkSession, scratch: Path, repeat: int) -> dict[str, An
         res: dict[str, Any] = {}
         for name, ts in times.items():
             res[f"{name}_s"], res[f"{name}_all"] = statistics.median(ts), ts
-            # The fewest of three calls: one in ten commits also writes a checkpoint (more jobs).
-            res[f"{name}_jobs"] = min(_spark_jobs(spark, functools.partial(ops[name], -1)) for _ in range(3))
+            # The fewest of the calls: one in ten commits also writes a checkpoint (more jobs).
+            res[f"{name}_jobs"] = min(_spark_jobs(spark, functools.partial(ops[name], -1))
+                                      for _ in range(jobs_samples))
         res["rows_appended"] = renamed.num_rows
         res["ratio"] = res["merge_s"] / res["append_s"]
         res["ratio_default_delta"] = res["merge_default_delta_s"] / res["append_s"]
@@ -208,9 +210,10 @@ def bench_large(spark: SparkSession, scratch: Path, sizes: Sequence[int], repeat
 
 
 def bench_features(spark: SparkSession, scratch: Path, *, repeat: int = 7,
-                   sizes: Sequence[int] = (1_000_000,), large_repeat: int = 2) -> dict[str, Any]:
-    """The whole section (what `python -m bench` calls)."""
-    return {"small": bench_small(spark, scratch, repeat),
+                   sizes: Sequence[int] = (1_000_000,), large_repeat: int = 2, jobs_samples: int = 3) -> dict[str, Any]:
+    """The whole section (what `python -m bench` calls). `jobs_samples` < 3 only where the jobs
+    count need not be the steady one (the smoke test)."""
+    return {"small": bench_small(spark, scratch, repeat, jobs_samples),
             "large": bench_large(spark, scratch, sizes, large_repeat) if sizes else None}
 
 
