@@ -87,8 +87,9 @@ def _case0_fns(row: RowChange, protocol: str, key: bytes | None, relaxed: bytes,
             "decode_ticdc": lambda: codec.decode(key, ticdc)}
 
 
-def bench_codecs(cfg: BenchConfig) -> dict[str, Any]:
-    """Section 1: case 0 ns/message, workload events/s and MB/s, message sizes."""
+def bench_codecs(cfg: BenchConfig, rounds: int | None = None) -> dict[str, Any]:
+    """Section 1: case 0 ns/message, workload events/s and MB/s, message sizes. `rounds`: timed
+    rounds of each (None: the bench's, fewer with --quick; 1 where the figures do not matter)."""
     row = case0_row()
     case0_protocols = ("craft", "open")  # the report's column order
     msgs: dict[str, tuple[bytes | None, bytes, bytes]] = {}  # protocol -> key, relaxed value, TiCDC's value
@@ -102,7 +103,7 @@ def bench_codecs(cfg: BenchConfig) -> dict[str, Any]:
     per_codec = {proto: _case0_fns(row, proto, *msgs[proto]) for proto in case0_protocols}
     # Rounds interleave every operation of every codec.
     t = time_ns({f"{proto} {op}": per_codec[proto][op] for op in ops for proto in case0_protocols},
-                5 if cfg.quick else 9)
+                rounds or (5 if cfg.quick else 9))
     case0: dict[str, dict[str, Any]] = {proto: {op: t[f"{proto} {op}"] for op in ops} for proto in case0_protocols}
     for proto in case0_protocols:
         case0[proto]["size"] = _sizes(msgs[proto][0], msgs[proto][1])
@@ -122,7 +123,7 @@ def bench_codecs(cfg: BenchConfig) -> dict[str, Any]:
         assert decoded == len(events), (protocol, decoded, len(events))
         fns[f"{protocol} decode"] = functools.partial(_decode_all, protocol, messages)
         fns[f"{protocol} encode"] = functools.partial(_encode_partitions, protocol, per_partition)
-    times = best_of(fns, 3 if cfg.quick else 5)
+    times = best_of(fns, rounds or (3 if cfg.quick else 5))
     for protocol, messages in encoded.items():
         nbytes = sum(len(k or b"") + len(v) for k, v in messages)
         enc, dec = times[f"{protocol} encode"], times[f"{protocol} decode"]

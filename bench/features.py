@@ -113,10 +113,11 @@ def _median(fn: Callable[[int], None], repeat: int) -> tuple[float, list[float]]
     return statistics.median(times), times
 
 
-def _interleaved(fns: dict[str, Callable[[int], None]], repeat: int) -> dict[str, list[float]]:
-    """Each of `fns` once per round, round after round (after one warm-up call each), so that
-    the machine's drift over the run falls on all of them alike; seconds per call."""
-    for fn in fns.values():
+def _interleaved(fns: dict[str, Callable[[int], None]], repeat: int, warm_up: bool = True) -> dict[str, list[float]]:
+    """Each of `fns` once per round, round after round (after one warm-up call each unless
+    `warm_up` is False), so that the machine's drift over the run falls on all of them alike;
+    seconds per call."""
+    for fn in fns.values() if warm_up else ():
         fn(-1)  # warm-up: class loading and JIT of this code path
     times: dict[str, list[float]] = {name: [] for name in fns}
     for i in range(repeat):
@@ -127,9 +128,11 @@ def _interleaved(fns: dict[str, Callable[[int], None]], repeat: int) -> dict[str
     return times
 
 
-def bench_small(spark: SparkSession, scratch: Path, repeat: int) -> dict[str, Any]:
+def bench_small(spark: SparkSession, scratch: Path, repeat: int, jobs_samples: int = 3,
+                warm_up: bool = True) -> dict[str, Any]:
     """Per profile: a 100-row MERGE with the applier's confs and with Delta's and Spark's defaults
-    vs a 100-row append, interleaved round by round; medians and Spark jobs per operation."""
+    vs a 100-row append, interleaved round by round; medians and Spark jobs per operation (the
+    fewest of `jobs_samples` calls)."""
     from replicator.delta.merge import DeltaApplier
 
     spec = _spec()
@@ -158,12 +161,13 @@ def bench_small(spark: SparkSession, scratch: Path, repeat: int) -> dict[str, An
         ops: dict[str, Callable[[int], None]] = {
             "merge": functools.partial(merge, applier=tuned),
             "merge_default_delta": functools.partial(merge, applier=plain), "append": append}
-        times = _interleaved(ops, repeat)
+        times = _interleaved(ops, repeat, warm_up)
         res: dict[str, Any] = {}
         for name, ts in times.items():
             res[f"{name}_s"], res[f"{name}_all"] = statistics.median(ts), ts
-            # The fewest of three calls: one in ten commits also writes a checkpoint (more jobs).
-            res[f"{name}_jobs"] = min(_spark_jobs(spark, functools.partial(ops[name], -1)) for _ in range(3))
+            # The fewest of the calls: one in ten commits also writes a checkpoint (more jobs).
+            res[f"{name}_jobs"] = min(_spark_jobs(spark, functools.partial(ops[name], -1))
+                                      for _ in range(jobs_samples))
         res["rows_appended"] = renamed.num_rows
         res["ratio"] = res["merge_s"] / res["append_s"]
         res["ratio_default_delta"] = res["merge_default_delta_s"] / res["append_s"]
@@ -208,9 +212,11 @@ def bench_large(spark: SparkSession, scratch: Path, sizes: Sequence[int], repeat
 
 
 def bench_features(spark: SparkSession, scratch: Path, *, repeat: int = 7,
-                   sizes: Sequence[int] = (1_000_000,), large_repeat: int = 2) -> dict[str, Any]:
-    """The whole section (what `python -m bench` calls)."""
-    return {"small": bench_small(spark, scratch, repeat),
+                   sizes: Sequence[int] = (1_000_000,), large_repeat: int = 2, jobs_samples: int = 3,
+                   warm_up: bool = True) -> dict[str, Any]:
+    """The whole section (what `python -m bench` calls). `jobs_samples` < 3 and `warm_up=False`
+    only where the figures do not matter (the smoke test)."""
+    return {"small": bench_small(spark, scratch, repeat, jobs_samples, warm_up),
             "large": bench_large(spark, scratch, sizes, large_repeat) if sizes else None}
 
 

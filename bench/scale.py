@@ -74,9 +74,11 @@ def _load_scale_table(spark: SparkSession, path: str, size: int) -> None:
     df.write.format("delta").mode("append").save(path)
 
 
-def bench_scale(spark: SparkSession, cfg: BenchConfig, scratch: Path) -> dict[str, Any]:
+def bench_scale(spark: SparkSession, cfg: BenchConfig, scratch: Path, *, warm_up: bool = True) -> dict[str, Any]:
     """Section 3: per size, the same kind of change set MERGEd with key-range pruning off
-    ("before") and on ("after"), alternating, each from the same table version (RESTORE between)."""
+    ("before") and on ("after"), alternating, each from the same table version (RESTORE between).
+    `warm_up=False` skips the untimed first round (only where the timings do not matter: the smoke
+    test)."""
     from replicator.delta.merge import DeltaApplier, delta_ref
 
     spec = _scale_spec()
@@ -91,8 +93,9 @@ def bench_scale(spark: SparkSession, cfg: BenchConfig, scratch: Path) -> dict[st
         changes = scale_changes(size, cfg.scale_changes)
         times: dict[str, list[float]] = {"before": [], "after": []}
         cpu: dict[str, list[float]] = {"before": [], "after": []}
-        warm_up = size == cfg.scale_sizes[0]  # the session's first MERGEs pay for class loading and JIT
-        for rep in range(-1 if warm_up else 0, cfg.scale_repeat):
+        # the session's first MERGEs pay for class loading and JIT
+        warm = warm_up and size == cfg.scale_sizes[0]
+        for rep in range(-1 if warm else 0, cfg.scale_repeat):
             for mode in ("before", "after") if rep % 2 == 0 else ("after", "before"):
                 applier.key_range_pruning = mode == "after"
                 c0 = jvm_cpu()

@@ -70,6 +70,12 @@ def test_scheduled_runs_with_a_pattern_and_with_a_topic_list(kafka_bootstrap: st
     assert again.steps == 0 and again.watermark == d.sim.expected.watermark
 
 
+def records_read(follower: Background) -> int:
+    """Records the follower's loop has read so far (0 before its loop starts)."""
+    loop = getattr(follower.engine, "_loop", None)
+    return 0 if loop is None else loop.counts.records
+
+
 @pytest.mark.parametrize("how", ["pattern", pytest.param("list", marks=pytest.mark.soak)])  # list: `make soak`
 def test_a_follower_reads_topics_that_appear_while_it_runs(kafka_bootstrap: str, spark: Any, tmp_path: Path,
                                                            how: str) -> None:
@@ -84,9 +90,13 @@ def test_a_follower_reads_topics_that_appear_while_it_runs(kafka_bootstrap: str,
     src = source(kafka_bootstrap, pattern=f"{d.prefix}.*") if how == "pattern" else \
         source(kafka_bootstrap, topics=tuple(every))  # listed topics that do not exist yet join when they appear
     follower = Background(run(src, wh, spark, "canal-json", follow=True))
+    # The follower has read the first part (a step, or every record of it: the first part may hold
+    # no complete window, so waiting for a step alone would sit out the whole deadline).
     deadline = time.monotonic() + 120
-    while Warehouse(wh).load_state().steps == 0 and time.monotonic() < deadline and follower.thread.is_alive():
+    while Warehouse(wh).load_state().steps == 0 and records_read(follower) < len(records) // 4 \
+            and time.monotonic() < deadline and follower.thread.is_alive():
         time.sleep(0.2)
+    assert follower.thread.is_alive() and time.monotonic() < deadline, "the follower did not read the first part"
     produce_topics(records[len(records) // 4:], kafka_bootstrap, d.partitions)
     final = d.sim.expected.watermark
     deadline = time.monotonic() + 180
