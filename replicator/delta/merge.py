@@ -372,6 +372,11 @@ class DeltaApplier(DeltaEdge):
             self._applied.setdefault(key, ts)
         return ts
 
+    def holds_nothing(self, path: str, uid: str) -> None:
+        """The table was just created at version 0 by this run (its log holds only the CREATE):
+        it holds no step yet, so its first write need not list and read its log to find out."""
+        self._applied.setdefault((path, uid), -1)
+
     def _skip(self, path: str, uid: str, version: int) -> bool:
         return version <= self.applied_ts(path, uid)
 

@@ -71,8 +71,12 @@ class DdlSteps:
         for uid in outcome.tables:
             entry = state.tables.get(uid)
             if entry is not None and entry.status == "live":
-                versions[uid] = (self.edge.delta.cached_version(entry.path) if created
-                                 else self.edge.delta.table_version(entry.path))
+                if created:
+                    versions[uid] = self.edge.delta.cached_version(entry.path)
+                    if versions[uid] == 0:  # only the CREATE (a crashed run's table has its writes after it)
+                        self.edge.delta.holds_nothing(entry.path, uid)
+                else:
+                    versions[uid] = self.edge.delta.table_version(entry.path)
                 changed.append(f"{entry.schema_name}.{entry.table}")
         self.metrics.ddl(ddl.ddl_type, rule_name, changed, applied=True)
         pos = ddl.position
