@@ -197,3 +197,17 @@ def best_of(fns: Mapping[str, Callable[[], object]], repeat: int) -> dict[str, d
             wall[k].append(time.perf_counter() - w0)
     return {k: {"min_s": min(cpu[k]), "median_s": statistics.median(cpu[k]), "wall_min_s": min(wall[k])}
             for k in fns}
+
+
+def fmt(x: float, digits: int = 0) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):,.0f} MiB"
+
+
+def rate(run: dict[str, Any]) -> float:
+    """Row events per second of wall time of a run (a replicator's or the peer's)."""
+    rows = run["summary"]["rows"] if "summary" in run else run["rows"]
+    return float(rows) / max(float(run["wall_s"]), 1e-9)

@@ -10,10 +10,10 @@ from typing import Any
 
 from bench.chart import render_chart
 from bench.codecs import GO_DECODE_NS, GO_ENCODE_NS, SEED_SIZES
-from bench.common import BenchConfig
+from bench.common import BenchConfig, fmt, mib, rate
 from bench.profiling import STAGES
 from bench.streams import render_jobs_md, render_streams_md
-from bench.targets import fmt, mib, rate, targets
+from bench.targets import targets
 
 
 def _yes(ok: bool | None) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bench.common import STREAMS, stream_key
-from bench.targets import fmt, rate
+from bench.common import STREAMS, fmt, rate, stream_key
 
 COMMIT_KINDS: tuple[tuple[str, str], ...] = (("append", "append"), ("merge", "MERGE"), ("ddl", "DDL"))
 """(summary key, label) of the commit kinds the summary counts, in the report's order."""

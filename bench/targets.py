@@ -5,23 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from bench.codecs import CASE0_DECODE_TARGET_NS
-from bench.common import STREAMS, BenchConfig, stream_key
+from bench.common import STREAMS, BenchConfig, fmt, mib, rate, stream_key
 
 GIB = 1 << 30
-
-
-def fmt(x: float, digits: int = 0) -> str:
-    return f"{x:,.{digits}f}"
-
-
-def mib(n: int) -> str:
-    return f"{n / (1 << 20):,.0f} MiB"
-
-
-def rate(run: dict[str, Any]) -> float:
-    """Row events per second of wall time of a run (a replicator's or the peer's)."""
-    rows = run["summary"]["rows"] if "summary" in run else run["rows"]
-    return float(rows) / max(float(run["wall_s"]), 1e-9)
 
 
 def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, bool | None]]:
