@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -68,6 +68,15 @@ class Backlog(Protocol):
         """True while some partition's position is behind its last known end."""
 
 
+@runtime_checkable
+class Pausable(Protocol):
+    """A source that can stop reading some partitions for a while (Kafka: pause/resume), so a
+    bounded buffer fills with rows a step can take (`ControlLoop.pace`)."""
+
+    def pause_only(self, partitions: Collection[TP]) -> None:
+        """Read nothing from `partitions` until called again; read every other partition."""
+
+
 class Applier(Protocol):
     """Where steps land (Delta tables) and where progress is persisted (the warehouse state)."""
 
@@ -79,6 +88,18 @@ class Applier(Protocol):
 
     def save_progress(self, progress: Progress, record: StepRecord | None) -> None:
         """Persist progress, with the record of the step it includes (None: cursors only)."""
+
+
+# Backpressure starts once the buffer holds this share of --max-buffer-rows (`ControlLoop.pace`):
+# rows above the watermark then stay below it, so a step forced by a full buffer applies at
+# least the rest. Lower wastes less of a small buffer; higher pauses a large one less often.
+PRESSURE = 0.25
+
+
+def poll_records(max_buffer_rows: int, poll_max_records: int = 5000) -> int:
+    """Records one poll may hand out: at most a pressure share of the buffer, so one poll of
+    partitions ahead of the watermark cannot fill a small buffer before they are paused."""
+    return max(1, min(poll_max_records, int(max_buffer_rows * PRESSURE)))
 
 
 @dataclass
@@ -127,6 +148,9 @@ class ControlLoop:
         self._stop = False
         self._dead: list[tuple[Record, str]] = []
         self._grid_wm = -1  # the watermark at the last interval step (step_end)
+        self._paused: frozenset[TP] = frozenset()  # what `pace` told the source to leave unread
+        self._unpaced_at = -1  # the watermark at which `pace` gave up pausing (it resumes past it)
+        self.pauses = 0  # times `pace` paused partitions (tests and the run summary)
 
     @property
     def progress(self) -> Progress:
@@ -170,15 +194,18 @@ class ControlLoop:
                 if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
                     self.apply_ready()
                     last_apply = self.clock.monotonic()
+            stalled = self.pace(read=bool(records))
             self.on_tick()
             now = self.clock.monotonic()
             caught_up = opts.until_caught_up and self.source.caught_up()
-            urgent = failure is not None or caught_up or self._stop or windower.buffered_rows >= opts.max_buffer_rows
+            urgent = (failure is not None or caught_up or self._stop or stalled
+                      or windower.buffered_rows >= opts.max_buffer_rows)
             interval = (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s
                         and not (records and self._backlogged()))
             if urgent or interval:
                 complete = self.apply_ready(before=None if urgent else self.step_end())
                 last_apply = now
+                self.pace(read=True)
                 self.on_tick()
                 # A partition found while applying must be read too before the run ends, and a
                 # catch-up run whose ready steps wait for the topic's metadata goes on waiting.
@@ -191,6 +218,38 @@ class ControlLoop:
                         self.counts.watermark, extra={"watermark": self.counts.watermark,
                                                       "step": self.counts.steps, "caught_up": caught_up})
                 return
+
+    def pace(self, *, read: bool) -> bool:
+        """Backpressure: once the buffer holds `PRESSURE` of its bound, pause the partitions ahead
+        of the global watermark W and read the others, which hold W back; resume them as W
+        reaches them or the buffer empties. Without it a full buffer holds rows above W (a hot or
+        fast partition read far ahead, skew) and each step forced by it applies one window.
+
+        `read`: the last poll handed out records. When it did not while partitions were paused,
+        the partitions at W have nothing more for now: True (apply now) when a step is ready, as
+        a full buffer would; else every partition is read again (W cannot move by reading, and a
+        catch-up must reach every partition's end) until W moves. Returns whether to apply now.
+        """
+        source, windower = self.source, self.windower
+        if not isinstance(source, Pausable):
+            return False
+        stalled = bool(self._paused) and not read
+        if stalled and windower.has_ready_step():
+            return True
+        wm = windower.watermark
+        if stalled:
+            self._unpaced_at = wm
+        pressed = windower.buffered_rows >= self.options.max_buffer_rows * PRESSURE and wm > self._unpaced_at
+        want = windower.ahead_partitions() if pressed else frozenset()
+        if want or self._paused:  # also after partitions were added (assigning may resume them)
+            if want - self._paused:
+                self.pauses += 1
+            if want != self._paused:
+                log.debug("pacing: %d rows buffered, watermark %d: reading only %s", windower.buffered_rows, wm,
+                          ", ".join(str(p) for p in windower.partitions if p not in want))
+            source.pause_only(want)
+            self._paused = want
+        return False
 
     def _backlogged(self) -> bool:
         """Whether a follower should read on before its interval step: records that arrived while

@@ -261,6 +261,15 @@ class Windower:
     def partition_watermarks(self) -> dict[TP, int]:
         return dict(self._wm)
 
+    def ahead_partitions(self) -> frozenset[TP]:
+        """The partitions W waits for no longer: counted ones whose watermark is past W. What they
+        hold next lies above their watermark, so above W: reading them only fills the buffer with
+        rows no step can take yet, while reading the others (at W) moves W. Quiet topics are never
+        ahead: the loop must read them to their end before it applies (`excluded_topics`)."""
+        w = self.watermark
+        counted = self._counted_partitions() or list(self._wm)
+        return frozenset(p for p in counted if self._wm[p] > w)
+
     @property
     def buffered_rows(self) -> int:
         return self._buffered

@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -187,6 +187,7 @@ class KafkaSource:
         self._meta_down_since: float | None = None  # first failed metadata request of an outage
         self._meta_failed_at = 0.0
         self.outages = 0  # times the broker became unreachable during this run
+        self._pausing = False  # a partition was paused this run (`_unpark`)
 
     def _where(self) -> str:
         return f"Kafka at {self.settings.bootstrap_servers}"
@@ -319,6 +320,8 @@ class KafkaSource:
         """
         from kafka.errors import OffsetOutOfRangeError
 
+        if self._pausing:
+            self._unpark()
         try:
             batches = self._consumer.poll(timeout_ms=500, max_records=self.settings.poll_max_records)
         except OffsetOutOfRangeError as exc:
@@ -393,6 +396,31 @@ class KafkaSource:
             if pos is not None and pos < high:
                 return True
         return False
+
+    def pause_only(self, partitions: Collection[TP]) -> None:
+        """Fetch nothing from `partitions` until told otherwise, and read every other one (the
+        loop's backpressure, engine/loop.py). kafka-python keeps what it already fetched for a
+        paused partition and hands it out after the resume, so pausing often costs no re-fetch."""
+        assigned = set(self._tps)
+        want = {tp for tp in (self._tp(p) for p in partitions) if tp in assigned}
+        paused = self._consumer.paused()
+        if want - paused:
+            self._consumer.pause(*(want - paused))
+            self._pausing = True
+        if paused - want:
+            self._consumer.resume(*(paused - want))
+
+    def _unpark(self) -> None:
+        """Work around kafka-python 3.0.12: records it had parsed for a partition that was then
+        paused are parked, and handed back after the resume only while no other partition's
+        record set is in line; but a drained record set stays in line (falsy, never None), and a
+        partition with parked records is never fetched again. A resumed partition would thus
+        wait forever (seen: a catch-up stuck with a full buffer). Clearing the drained set, which
+        holds nothing, lets the fetcher restore what it parked."""
+        fetcher = getattr(self._consumer, "_fetcher", None)
+        in_line = getattr(fetcher, "_next_partition_records", None)
+        if fetcher is not None and in_line is not None and not in_line:
+            fetcher._next_partition_records = None
 
     def caught_up(self) -> bool:
         for tp in self._tps:
