@@ -53,7 +53,8 @@ class Job:
 class WrittenKeys:
     """Hashes of the keys this run wrote, per table and key columns (module doc). A table whose
     key columns changed (DROP / ADD PRIMARY KEY) cannot be told apart by them any more, and one
-    that overflows `limit` keys in all is no longer tracked: neither is appended to this run."""
+    that overflows `limit` keys in all is no longer tracked: neither is appended to this run, until
+    a TRUNCATE empties it (`reset`)."""
 
     def __init__(self, limit: int = 2_000_000) -> None:
         self.limit = limit
@@ -86,6 +87,17 @@ class WrittenKeys:
             self._total += len(seen) - before
             if self._total > self.limit:
                 self._forget(uid)
+
+    def reset(self, uid: str) -> None:
+        """The table was emptied (TRUNCATE): tracked again with no key, so its next fresh inserts
+        are appended. Also when it was untracked: its key columns changed or it overflowed, but
+        the keys that made it so are gone with its rows, and its new ones count against `limit`
+        again (past it, it is untracked again)."""
+        with self._lock:
+            self._untracked.discard(uid)
+            known = self._keys.pop(uid, None)
+            if known is not None:
+                self._total -= len(known[1])
 
     def _forget(self, uid: str) -> None:
         self._total -= len(self._keys.pop(uid)[1])
