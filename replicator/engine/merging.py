@@ -9,8 +9,11 @@ pre-image (`inserts`: "proof"), or always with `--fresh-inserts append` ("forced
 
 A stream may still send an upsert of a key the table holds as an INSERT (hand-built or foreign
 producers do). `WrittenKeys` remembers the keys this run wrote per table: a fresh-looking key among
-them sends the step to MERGE. The Spark reader's keys stay on the executors, so it appends only
-when told to ("forced")."""
+them sends the step to MERGE. A DDL that empties a table (TRUNCATE, TRUNCATE PARTITION ALL) makes
+it forget that table's keys when it is applied (engine/ddlstep.py): what was written before is
+gone, so the same keys inserted again are appended. A table's keys follow its uid, which RENAME,
+DROP and RECOVER keep (a recovered table has its rows back) and a new CREATE never reuses. The
+Spark reader's keys stay on the executors, so it appends only when told to ("forced")."""
 
 from __future__ import annotations
 
