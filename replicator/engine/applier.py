@@ -60,9 +60,10 @@ class WarehouseApplier:
         self.state = State()  # the loaded state, set by the engine under the warehouse lock
         self.edge = SparkEdge(warehouse, options, self.metrics, spark)
         self.dead_letters = DeadLetters(self.edge, warehouse, options.protocol, self.metrics, source_name)
-        self.ddls = DdlSteps(self.edge, warehouse, options, summary, self.metrics, self.dead_letters)
-        self.dead_letters.on_ddl_skipped = self.merge_only
         self.merger = SegmentMerger(self.edge, self.metrics, self._batch)
+        self.ddls = DdlSteps(self.edge, warehouse, options, summary, self.metrics, self.dead_letters,
+                             self.merger.written)
+        self.dead_letters.on_ddl_skipped = self.merge_only
         self.batch: SparkBatch | None = None  # where a step's row spans are (--reader spark)
         self.shard: ShardFilter | None = None  # --shard: other shards' rows not dropped when decoded
         self.catalog_config: CatalogConfig | None = None  # where tables are registered by name

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.deadletters import DeadLetters
+from replicator.engine.merging import WrittenKeys
 from replicator.engine.options import RunOptions
 from replicator.engine.plan import StepPlan
 from replicator.engine.schedule import InlineExecutor
@@ -25,16 +26,18 @@ log = logging.getLogger("replicator")
 
 class DdlSteps:
     """Applies a step's DDLs through the DDL applier (delta/ddl/), counting them in the summary and
-    the metrics; the tables each one created, renamed, dropped or recovered go to `touched`."""
+    the metrics; the tables each one created, renamed, dropped or recovered go to `touched`, and
+    `written` forgets the keys of those it emptied (engine/merging.py)."""
 
     def __init__(self, edge: SparkEdge, warehouse: Warehouse, options: RunOptions, summary: RunSummary,
-                 metrics: Metrics, dead_letters: DeadLetters) -> None:
+                 metrics: Metrics, dead_letters: DeadLetters, written: WrittenKeys) -> None:
         self.edge = edge
         self.warehouse = warehouse
         self.options = options
         self.summary = summary
         self.metrics = metrics
         self.dead_letters = dead_letters
+        self.written = written
         self.touched: set[str] = set()  # uids this step created, renamed, dropped or recovered
 
     def apply(self, state: State, ddl: DdlEvent, versions: dict[str, int]) -> dict[str, Any]:
@@ -58,6 +61,10 @@ class DdlSteps:
             self.metrics.ddl(ddl.ddl_type, rule_name, [], applied=False)
             return info
         info["outcome"] = f"{outcome.action}: {outcome.detail}"
+        # Now, not earlier or later: the table's rows before the DDL are written (their keys
+        # added), those after it are not yet (engine/plan.py), and nothing else writes it meanwhile.
+        for uid in outcome.emptied:
+            self.written.reset(uid)
         self.touched.update(outcome.tables)
         self.summary.ddl_applied += 1
         if outcome.reader_changes:

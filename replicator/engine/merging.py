@@ -9,8 +9,11 @@ pre-image (`inserts`: "proof"), or always with `--fresh-inserts append` ("forced
 
 A stream may still send an upsert of a key the table holds as an INSERT (hand-built or foreign
 producers do). `WrittenKeys` remembers the keys this run wrote per table: a fresh-looking key among
-them sends the step to MERGE. The Spark reader's keys stay on the executors, so it appends only
-when told to ("forced")."""
+them sends the step to MERGE. A DDL that empties a table (TRUNCATE, TRUNCATE PARTITION ALL) makes
+it forget that table's keys when it is applied (engine/ddlstep.py): what was written before is
+gone, so the same keys inserted again are appended. A table's keys follow its uid, which RENAME,
+DROP and RECOVER keep (a recovered table has its rows back) and a new CREATE never reuses. The
+Spark reader's keys stay on the executors, so it appends only when told to ("forced")."""
 
 from __future__ import annotations
 
@@ -53,7 +56,8 @@ class Job:
 class WrittenKeys:
     """Hashes of the keys this run wrote, per table and key columns (module doc). A table whose
     key columns changed (DROP / ADD PRIMARY KEY) cannot be told apart by them any more, and one
-    that overflows `limit` keys in all is no longer tracked: neither is appended to this run."""
+    that overflows `limit` keys in all is no longer tracked: neither is appended to this run, until
+    a TRUNCATE empties it (`reset`)."""
 
     def __init__(self, limit: int = 2_000_000) -> None:
         self.limit = limit
@@ -86,6 +90,17 @@ class WrittenKeys:
             self._total += len(seen) - before
             if self._total > self.limit:
                 self._forget(uid)
+
+    def reset(self, uid: str) -> None:
+        """The table was emptied (TRUNCATE): tracked again with no key, so its next fresh inserts
+        are appended. Also when it was untracked: its key columns changed or it overflowed, but
+        the keys that made it so are gone with its rows, and its new ones count against `limit`
+        again (past it, it is untracked again)."""
+        with self._lock:
+            self._untracked.discard(uid)
+            known = self._keys.pop(uid, None)
+            if known is not None:
+                self._total -= len(known[1])
 
     def _forget(self, uid: str) -> None:
         self._total -= len(self._keys.pop(uid)[1])

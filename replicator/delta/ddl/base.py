@@ -24,12 +24,15 @@ if TYPE_CHECKING:
 class DdlOutcome:
     """What a DDL did: 'applied' or 'no-op' (with the reason); touched table uids for the windows log;
     the tables whose reader requirements it changed (a feature enabled for a metadata-only change:
-    table, feature, why, readers after, ddl, commit_ts) for the run's summary."""
+    table, feature, why, readers after, ddl, commit_ts) for the run's summary; the tables it left
+    without a row (`emptied`: TRUNCATE), whose keys the run's written-keys guard forgets
+    (engine/merging.py)."""
 
     action: str
     detail: str
     tables: tuple[str, ...] = ()
     reader_changes: tuple[dict[str, Any], ...] = ()
+    emptied: tuple[str, ...] = ()
 
 
 Handler = Callable[["DdlOps", State, DdlEvent], DdlOutcome]

@@ -191,7 +191,7 @@ def _truncate_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
         done.append(f"{schema}.{name} truncated")
         uids.append(entry.uid)
     return DdlOutcome("applied" if done else "no-op", "; ".join(done) or "no replicated table to truncate",
-                      tuple(uids))
+                      tuple(uids), emptied=tuple(uids))
 
 
 def _rename_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
@@ -247,7 +247,10 @@ def _partition_op(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
                         "partitions already defined")
     if op.op == "truncate" and op.all:
         self.sql(f"DELETE FROM {ref}")
-        return DdlOutcome("applied", f"all partitions of {schema}.{table} truncated", (entry.uid,))
+        return DdlOutcome("applied", f"all partitions of {schema}.{table} truncated", (entry.uid,),
+                          emptied=(entry.uid,))
+    # Some partitions' rows go, the rest stay: not `emptied`, so the keys this run wrote stay
+    # remembered (their hashes do not say which partition a key was in).
     names = [n for n in op.names if not (op.if_exists and not part.has(n))]
     if op.op == "drop" and part.method in ("HASH", "KEY"):
         raise DdlError(f"DROP PARTITION on {part.method} partitioning (upstream allows only COALESCE)")
