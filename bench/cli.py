@@ -14,7 +14,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import INSERT_ONLY_TABLES, STREAMS, BenchConfig, machine_info
+from bench.common import (
+    DEFAULT_BUFFER_ROWS,
+    INSERT_ONLY_TABLES,
+    STREAMS,
+    UNBOUNDED_BUFFER_ROWS,
+    BenchConfig,
+    machine_info,
+)
 from bench.report import jsonable, write_outputs
 from bench.sections import run_sections, section_names
 from replicator.codec import PROTOCOLS
@@ -83,6 +90,13 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    help="inserts per table, on average, of the manytables stream (default 5)")
     p.add_argument("--manytables-floor-sample", type=int, default=None,
                    help="tables of the manytables section timed for Delta's floor (default 100, at most the count)")
+    p.add_argument("--skew-events", type=int, default=None,
+                   help="row changes of each of the skew section's streams (default 8,000; --quick: 3,000)")
+    p.add_argument("--skew-buffers", default="600,4000,20000,default,unbounded",
+                   help="--max-buffer-rows of the skew section's runs; 'default' is the engine's "
+                   f"({DEFAULT_BUFFER_ROWS:,}), 'unbounded' {UNBOUNDED_BUFFER_ROWS:,} (default %(default)s)")
+    p.add_argument("--skew-hot-share", type=float, default=0.8,
+                   help="share of the skewed stream's row changes in its hot table (default 0.8)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
@@ -125,6 +139,16 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     if min(cfg.manytables_count, cfg.manytables_rows, cfg.manytables_floor_sample) < 1:
         p.error("--manytables-count, --manytables-rows and --manytables-floor-sample must be >= 1")
     cfg.follower_seconds = a.follower_seconds or (25.0 if a.quick else 180.0)
+    # Skew: Open Protocol and canal-json (what most TiCDC users run) unless --protocols names others.
+    cfg.skew_protocols = cfg.protocols if a.protocols else ("open", "canal-json")
+    cfg.skew_events = a.skew_events or (3_000 if a.quick else 8_000)
+    try:
+        cfg.skew_buffers = tuple(_buffer_rows(x) for x in a.skew_buffers.split(",") if x.strip())
+    except ValueError as exc:
+        p.error(f"--skew-buffers: {exc}")
+    cfg.skew_hot_share = a.skew_hot_share
+    if min(cfg.skew_buffers, default=0) < 1 or cfg.skew_events < 1 or not 0 <= cfg.skew_hot_share < 1:
+        p.error("--skew-buffers and --skew-events take counts >= 1, --skew-hot-share a share in [0, 1)")
     if a.reader_sizes:
         cfg.reader_sizes = tuple(int(x) for x in a.reader_sizes.split(","))
     elif a.quick:
@@ -140,6 +164,16 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.workload_events = 10_000 if a.quick else 50_000
     cfg.profile_events = a.profile_events or min(cfg.events, 20_000)
     return cfg
+
+
+def _buffer_rows(text: str) -> int:
+    """A --skew-buffers entry: a row count, 'default' (the engine's) or 'unbounded'."""
+    text = text.strip().lower().replace("_", "")
+    if text == "default":
+        return DEFAULT_BUFFER_ROWS
+    if text == "unbounded":
+        return UNBOUNDED_BUFFER_ROWS
+    return int(text)
 
 
 def _run_has_flag(flag: str) -> bool:

@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 
 import bench
-from bench.common import stream_key
+from bench.common import DEFAULT_BUFFER_ROWS, stream_key
 from bench.features import bench_features
 from bench.follower import bench_follower, finish_follower
 from bench.manytables import bench_manytables, finish_manytables, projection
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
 from bench.reader import bench_reader, finish_reader
+from bench.skew import bench_skew, finish_skew
 from bench.streams import commits
 from bench.tables import bench_tables, finish_tables
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
@@ -242,8 +243,8 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
-    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "scale",
-                     "features", "schema", "profile"]
+    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "skew",
+                     "scale", "features", "schema", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -262,6 +263,13 @@ def test_sections_are_registered_in_one_place() -> None:
     assert (quick.objectstore_protocols, quick.objectstore_pairs) == (("craft",), 1)
     assert bench.parse_args(["--protocols", "open,craft"]).objectstore_protocols == ("open", "craft")
     assert bench.parse_args(["--objectstore-events", "5000", "--objectstore-pairs", "3"]).objectstore_events == 5000
+    # Skew: Open Protocol and canal-json unless --protocols names others; --quick is smaller.
+    assert (full.skew_events, full.skew_buffers, full.skew_protocols, quick.skew_events) == (
+        8_000, (600, 4_000, 20_000, DEFAULT_BUFFER_ROWS, 10**9), ("open", "canal-json"), 3_000)
+    assert bench.parse_args(["--skew-buffers", "600,default"]).skew_buffers == (600, DEFAULT_BUFFER_ROWS)
+    assert bench.parse_args(["--protocols", "craft"]).skew_protocols == ("craft",)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--skew-buffers", "600,lots"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--objectstore-pairs", "0"])
     with pytest.raises(SystemExit):
@@ -272,3 +280,38 @@ def test_sections_are_registered_in_one_place() -> None:
         bench.parse_args(["--protocols", "avro"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--streams", "standard,updates-only"])
+
+
+def test_skew_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    """The skew section's code paths (issue 49): catch-ups of an even and a skewed stream at two
+    buffer sizes, verified, the report and its targets; the replicator in-process."""
+    cfg = bench.BenchConfig(partitions=3, protocols=("canal-json",), skew_events=700,
+                            skew_buffers=(600, DEFAULT_BUFFER_ROWS), skew_protocols=("canal-json",), sections=("skew",),
+                            out=tmp_path / "out", quick=True)
+
+    def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
+                   workdir: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol, max_buffer_rows=max_buffer_rows)
+        return {"wall_s": time.perf_counter() - t0, "summary": summary.to_json(), "driver_peak_rss": 0,
+                "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+
+    results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"], "config": {}, "notes": []}
+    results["skew"] = bench_skew(cfg, kafka_bootstrap, tmp_path, runner=in_process)
+    finish_skew(spark, results["skew"])
+    results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
+    bench.write_outputs(results, cfg)
+
+    skew = results["skew"]["protocols"]["canal-json"]
+    records = {kind: s["records_per_partition"] for kind, s in skew["streams"].items()}
+    assert max(records["skewed"]) > 0.6 * sum(records["skewed"]) > 0, records  # the hot table's partition
+    assert max(records["even"]) < 0.5 * sum(records["even"]), records
+    for kind in ("even", "skewed"):
+        small, default = skew["runs"][kind]["600"], skew["runs"][kind][str(DEFAULT_BUFFER_ROWS)]
+        assert small["verified"] and default["verified"], (small["diffs"], default["diffs"])
+        assert small["row_steps"] >= 2 and 0 < small["rows_per_step"] <= 600 and small["fill"] is not None
+        assert default["ratio_apply"] == pytest.approx(1.0) and default["fill"] is not None
+        assert small["apply_s"] > 0 and small["apply_rows_per_s"] > 0 and small["steps"] >= small["row_steps"]
+    md = (cfg.out / "results.md").read_text()
+    assert "## 13. Skew" in md
+    assert "catch-up with a 600-row buffer >= 0.5x the default buffer's rate (skewed partitions, canal-json" in md
