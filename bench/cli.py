@@ -97,6 +97,14 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    f"({DEFAULT_BUFFER_ROWS:,}), 'unbounded' {UNBOUNDED_BUFFER_ROWS:,} (default %(default)s)")
     p.add_argument("--skew-hot-share", type=float, default=0.8,
                    help="share of the skewed stream's row changes in its hot table (default 0.8)")
+    p.add_argument("--ramp-rates", default=None,
+                   help="row changes/s of the ramp section, in order (default 500,2000,5000,10000; --quick: 500,2000)")
+    p.add_argument("--ramp-tables", default=None, help="table counts of the ramp section (default 10,100; --quick: 10)")
+    p.add_argument("--ramp-seconds", type=float, default=None, help="seconds per ramp rate (default 60; --quick: 20)")
+    p.add_argument("--ramp-drop-rate", type=int, default=500,
+                   help="row changes/s of the load drop after the ramp's highest rate (default 500)")
+    p.add_argument("--ramp-drop-seconds", type=float, default=None,
+                   help="seconds of the load drop (default 45; --quick: 15)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
@@ -139,16 +147,24 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     if min(cfg.manytables_count, cfg.manytables_rows, cfg.manytables_floor_sample) < 1:
         p.error("--manytables-count, --manytables-rows and --manytables-floor-sample must be >= 1")
     cfg.follower_seconds = a.follower_seconds or (25.0 if a.quick else 180.0)
-    # Skew: Open Protocol and canal-json (what most TiCDC users run) unless --protocols names others.
-    cfg.skew_protocols = cfg.protocols if a.protocols else ("open", "canal-json")
+    # Skew and ramp: Open Protocol and canal-json (what most TiCDC users run) unless --protocols names others.
+    cfg.skew_protocols = cfg.ramp_protocols = cfg.protocols if a.protocols else ("open", "canal-json")
     cfg.skew_events = a.skew_events or (3_000 if a.quick else 8_000)
     try:
         cfg.skew_buffers = tuple(_buffer_rows(x) for x in a.skew_buffers.split(",") if x.strip())
+        cfg.ramp_rates = tuple(int(x) for x in (a.ramp_rates or ("500,2000" if a.quick else "500,2000,5000,10000"))
+                               .split(","))
+        cfg.ramp_tables = tuple(int(x) for x in (a.ramp_tables or ("10" if a.quick else "10,100")).split(","))
     except ValueError as exc:
-        p.error(f"--skew-buffers: {exc}")
+        p.error(f"--skew-buffers, --ramp-rates, --ramp-tables: {exc}")
     cfg.skew_hot_share = a.skew_hot_share
-    if min(cfg.skew_buffers, default=0) < 1 or cfg.skew_events < 1 or not 0 <= cfg.skew_hot_share < 1:
-        p.error("--skew-buffers and --skew-events take counts >= 1, --skew-hot-share a share in [0, 1)")
+    cfg.ramp_seconds = a.ramp_seconds or (20.0 if a.quick else 60.0)
+    cfg.ramp_drop_rate = a.ramp_drop_rate
+    cfg.ramp_drop_seconds = a.ramp_drop_seconds or (15.0 if a.quick else 45.0)
+    if (min(cfg.skew_buffers, default=0) < 1 or cfg.skew_events < 1 or not 0 <= cfg.skew_hot_share < 1
+            or min(cfg.ramp_rates, default=0) < 1 or min(cfg.ramp_tables, default=0) < 1 or cfg.ramp_drop_rate < 1):
+        p.error("--skew-buffers, --skew-events, --ramp-rates, --ramp-tables and --ramp-drop-rate take counts >= 1, "
+                "--skew-hot-share a share in [0, 1)")
     if a.reader_sizes:
         cfg.reader_sizes = tuple(int(x) for x in a.reader_sizes.split(","))
     elif a.quick:

@@ -66,7 +66,7 @@ class BenchConfig:
     streams: tuple[str, ...] = STREAMS  # the end-to-end (and peer) streams, each on every protocol
     # names in bench.sections.SECTIONS, in its order
     sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore",
-                                 "manytables", "skew", "scale", "features", "schema", "profile")
+                                 "manytables", "skew", "ramp", "scale", "features", "schema", "profile")
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
@@ -109,6 +109,14 @@ class BenchConfig:
     skew_buffers: tuple[int, ...] = (600, 4_000, 20_000, DEFAULT_BUFFER_ROWS, UNBOUNDED_BUFFER_ROWS)
     skew_hot_share: float = 0.8
     skew_protocols: tuple[str, ...] = ("open", "canal-json")
+    # Ramp: one follower per protocol and table count, fed `ramp_rates` row changes/s for
+    # `ramp_seconds` each, then `ramp_drop_rate` for `ramp_drop_seconds` (the load drop).
+    ramp_rates: tuple[int, ...] = (500, 2_000, 5_000, 10_000)
+    ramp_tables: tuple[int, ...] = (10, 100)
+    ramp_protocols: tuple[str, ...] = ("open", "canal-json")
+    ramp_seconds: float = 60.0
+    ramp_drop_rate: int = 500
+    ramp_drop_seconds: float = 45.0
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False

@@ -60,6 +60,10 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
         from bench.skew import skew_targets
 
         out += skew_targets(results["skew"])
+    if results.get("ramp"):
+        from bench.ramp import ramp_targets
+
+        out += ramp_targets(results["ramp"])
     follower = results.get("follower")
     if follower and follower["lag"].get("rows"):
         lag = follower["lag"]

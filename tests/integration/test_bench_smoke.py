@@ -28,6 +28,7 @@ from bench.follower import bench_follower, finish_follower
 from bench.manytables import bench_manytables, finish_manytables, projection
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
+from bench.ramp import bench_ramp
 from bench.reader import bench_reader, finish_reader
 from bench.skew import bench_skew, finish_skew
 from bench.streams import commits
@@ -244,7 +245,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
     assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "skew",
-                     "scale", "features", "schema", "profile"]
+                     "ramp", "scale", "features", "schema", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -268,6 +269,14 @@ def test_sections_are_registered_in_one_place() -> None:
         8_000, (600, 4_000, 20_000, DEFAULT_BUFFER_ROWS, 10**9), ("open", "canal-json"), 3_000)
     assert bench.parse_args(["--skew-buffers", "600,default"]).skew_buffers == (600, DEFAULT_BUFFER_ROWS)
     assert bench.parse_args(["--protocols", "craft"]).skew_protocols == ("craft",)
+    # Ramp: the same protocols; four rates over 10 and 100 tables, --quick two rates over 10 tables.
+    assert (full.ramp_rates, full.ramp_tables, full.ramp_seconds, full.ramp_drop_seconds, full.ramp_protocols) == (
+        (500, 2_000, 5_000, 10_000), (10, 100), 60.0, 45.0, ("open", "canal-json"))
+    assert (quick.ramp_rates, quick.ramp_tables, quick.ramp_seconds, quick.ramp_drop_seconds) == (
+        (500, 2_000), (10,), 20.0, 15.0)
+    assert bench.parse_args(["--ramp-rates", "100,200", "--ramp-tables", "3"]).ramp_rates == (100, 200)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--ramp-rates", "0,100"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--skew-buffers", "600,lots"])
     with pytest.raises(SystemExit):
@@ -315,3 +324,34 @@ def test_skew_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path:
     md = (cfg.out / "results.md").read_text()
     assert "## 13. Skew" in md
     assert "catch-up with a 600-row buffer >= 0.5x the default buffer's rate (skewed partitions, canal-json" in md
+
+
+def test_ramp_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    """The ramp section's code paths (issue 49): one follower (in-process) over two rates and a drop,
+    lag per segment, step times, the knee, the row counts, the report and its target."""
+    cfg = bench.BenchConfig(partitions=3, ramp_rates=(30, 90), ramp_tables=(2,), ramp_protocols=("open",),
+                            ramp_seconds=2.0, ramp_drop_rate=30, ramp_drop_seconds=2.0, sections=("ramp",),
+                            out=tmp_path / "out", quick=True)
+
+    def follower_in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path,
+                            workdir: Path) -> InProcessFollower:
+        return InProcessFollower(spark, bootstrap, topic, protocol, warehouse)
+
+    results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"], "config": {}, "notes": []}
+    results["ramp"] = bench_ramp(cfg, kafka_bootstrap, tmp_path, start=follower_in_process)
+    results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
+    bench.write_outputs(results, cfg)
+
+    ramp = results["ramp"]["runs"]
+    assert [(r["protocol"], r["tables"]) for r in ramp] == [("open", 2)]
+    run = ramp[0]
+    assert run["caught_up"] and run["unapplied_rows"] == 0 and run["counts"]["ok"], run["counts"]
+    assert run["counts"]["rows"] > 0 and run["exit"]["exit_code"] == 0
+    assert [(s["kind"], s["rate"]) for s in run["segments"]] == [("ramp", 30), ("ramp", 90), ("drop", 30)]
+    assert all(s["lag"]["rows"] > 0 for s in run["segments"])  # a 2 s segment may see no step begin
+    assert sum(s["steps"] for s in run["segments"]) >= 2 and any(s["median_step_s"] > 0 for s in run["segments"])
+    assert sum(s["lag"]["rows"] for s in run["segments"]) <= run["rows_sent"]
+    assert run["knee"]["rate"] in (None, 30, 90) and run["segments"][-1]["recovered"] is not None
+    md = (cfg.out / "results.md").read_text()
+    assert "## 14. Follower ramp" in md and "| open | 2 |" in md
+    assert "follower ramp, at and below the knee: p99 lag after the first minute" in md
