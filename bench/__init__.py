@@ -9,7 +9,10 @@ records the machine, the versions and the load average. Nothing is asserted: the
 Craft decoding faster than Open Protocol, its case-0 decode under 15 µs; a MERGE into a 10x larger
 table at most 2x slower; 200 tables at least half the 10-table rate; follower lag p99 at most 10 s
 and not growing; an s3a:// warehouse at least 0.6x a local one's rate; CREATE + first write of 1,000
-tables at most 1.25x Delta's own floor per table; driver RSS at most 2 GiB for the 1M-event run)
+tables at most 1.25x Delta's own floor per table; a catch-up with a 600-row buffer at least 0.5x the
+default buffer's rate and with 4,000 rows 0.8x, on even and skewed partitions; below a follower's
+knee, p99 lag at most 2.5x its flush interval plus median step; driver RSS at most 2 GiB for the
+1M-event run)
 are reported as met or not in ``bench/results.md`` (plus ``bench/results.png``; the raw figures go
 to ``bench/results.json``, which git ignores).
 
@@ -43,10 +46,17 @@ Sections:
    jobs per commit by kind, Delta's floor (a bare CREATE TABLE + one INSERT per table, in the bench's
    session) and the ratio to it, and a projection of tables per step within a 10 s lag budget for
    1 to 16 shards.
+13. skew: catch-ups of an even and a skewed insert-heavy stream (a hot table dispatched by table onto
+   one partition) at --max-buffer-rows 600, 4,000, 20,000, the default and unbounded, Open Protocol
+   and canal-json; rate (wall, and once the JVM is up), steps, rows per step, driver RSS, the ratio
+   to the unbounded run.
+14. follower ramp: one follower per protocol and table count (10, 100) fed 500, 2,000, 5,000 and
+   10,000 row changes/s in turn, then a load drop; lag per rate, step time, the knee.
 
 Modules: ``common`` (configuration, machine, timers), ``procs`` (RSS and CPU from /proc, the
 subprocesses' environment), one per section (``codecs``, ``e2e``, ``scale``, ``features``,
-``profiling``, ``peer``, ``tables``, ``follower``, ``reader``, ``objectstore``, ``manytables``), ``sections`` (the
+``profiling``, ``peer``, ``tables``, ``follower``, ``reader``, ``objectstore``, ``manytables``, ``skew``,
+``ramp``), ``sections`` (the
 registry: where sections are registered and run), ``report`` (markdown, JSON; the chart is
 ``chart``, the targets ``targets``, the end-to-end streams and jobs-per-commit blocks ``streams``),
 ``cli`` (``python -m bench``).

@@ -14,7 +14,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import INSERT_ONLY_TABLES, STREAMS, BenchConfig, machine_info
+from bench.common import (
+    DEFAULT_BUFFER_ROWS,
+    INSERT_ONLY_TABLES,
+    STREAMS,
+    UNBOUNDED_BUFFER_ROWS,
+    BenchConfig,
+    machine_info,
+)
 from bench.report import jsonable, write_outputs
 from bench.sections import run_sections, section_names
 from replicator.codec import PROTOCOLS
@@ -83,6 +90,21 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    help="inserts per table, on average, of the manytables stream (default 5)")
     p.add_argument("--manytables-floor-sample", type=int, default=None,
                    help="tables of the manytables section timed for Delta's floor (default 100, at most the count)")
+    p.add_argument("--skew-events", type=int, default=None,
+                   help="row changes of each of the skew section's streams (default 8,000; --quick: 3,000)")
+    p.add_argument("--skew-buffers", default="600,4000,20000,default,unbounded",
+                   help="--max-buffer-rows of the skew section's runs; 'default' is the engine's "
+                   f"({DEFAULT_BUFFER_ROWS:,}), 'unbounded' {UNBOUNDED_BUFFER_ROWS:,} (default %(default)s)")
+    p.add_argument("--skew-hot-share", type=float, default=0.8,
+                   help="share of the skewed stream's row changes in its hot table (default 0.8)")
+    p.add_argument("--ramp-rates", default=None,
+                   help="row changes/s of the ramp section, in order (default 500,2000,5000,10000; --quick: 500,2000)")
+    p.add_argument("--ramp-tables", default=None, help="table counts of the ramp section (default 10,100; --quick: 10)")
+    p.add_argument("--ramp-seconds", type=float, default=None, help="seconds per ramp rate (default 60; --quick: 20)")
+    p.add_argument("--ramp-drop-rate", type=int, default=500,
+                   help="row changes/s of the load drop after the ramp's highest rate (default 500)")
+    p.add_argument("--ramp-drop-seconds", type=float, default=None,
+                   help="seconds of the load drop (default 45; --quick: 15)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the scratch directory (broker log, warehouses)")
     a = p.parse_args(list(argv))
@@ -125,6 +147,24 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     if min(cfg.manytables_count, cfg.manytables_rows, cfg.manytables_floor_sample) < 1:
         p.error("--manytables-count, --manytables-rows and --manytables-floor-sample must be >= 1")
     cfg.follower_seconds = a.follower_seconds or (25.0 if a.quick else 180.0)
+    # Skew and ramp: Open Protocol and canal-json (what most TiCDC users run) unless --protocols names others.
+    cfg.skew_protocols = cfg.ramp_protocols = cfg.protocols if a.protocols else ("open", "canal-json")
+    cfg.skew_events = a.skew_events or (3_000 if a.quick else 8_000)
+    try:
+        cfg.skew_buffers = tuple(_buffer_rows(x) for x in a.skew_buffers.split(",") if x.strip())
+        cfg.ramp_rates = tuple(int(x) for x in (a.ramp_rates or ("500,2000" if a.quick else "500,2000,5000,10000"))
+                               .split(","))
+        cfg.ramp_tables = tuple(int(x) for x in (a.ramp_tables or ("10" if a.quick else "10,100")).split(","))
+    except ValueError as exc:
+        p.error(f"--skew-buffers, --ramp-rates, --ramp-tables: {exc}")
+    cfg.skew_hot_share = a.skew_hot_share
+    cfg.ramp_seconds = a.ramp_seconds or (20.0 if a.quick else 60.0)
+    cfg.ramp_drop_rate = a.ramp_drop_rate
+    cfg.ramp_drop_seconds = a.ramp_drop_seconds or (15.0 if a.quick else 45.0)
+    if (min(cfg.skew_buffers, default=0) < 1 or cfg.skew_events < 1 or not 0 <= cfg.skew_hot_share < 1
+            or min(cfg.ramp_rates, default=0) < 1 or min(cfg.ramp_tables, default=0) < 1 or cfg.ramp_drop_rate < 1):
+        p.error("--skew-buffers, --skew-events, --ramp-rates, --ramp-tables and --ramp-drop-rate take counts >= 1, "
+                "--skew-hot-share a share in [0, 1)")
     if a.reader_sizes:
         cfg.reader_sizes = tuple(int(x) for x in a.reader_sizes.split(","))
     elif a.quick:
@@ -140,6 +180,16 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.workload_events = 10_000 if a.quick else 50_000
     cfg.profile_events = a.profile_events or min(cfg.events, 20_000)
     return cfg
+
+
+def _buffer_rows(text: str) -> int:
+    """A --skew-buffers entry: a row count, 'default' (the engine's) or 'unbounded'."""
+    text = text.strip().lower().replace("_", "")
+    if text == "default":
+        return DEFAULT_BUFFER_ROWS
+    if text == "unbounded":
+        return UNBOUNDED_BUFFER_ROWS
+    return int(text)
 
 
 def _run_has_flag(flag: str) -> bool:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from replicator.codec import PROTOCOLS
+from replicator.engine.loop import LoopOptions
 
 log = logging.getLogger("bench")
 
@@ -32,6 +33,11 @@ STREAMS: tuple[str, ...] = ("standard", "insert-heavy")
 and ``insert-heavy`` (`INSERT_ONLY_TABLES` append-only tables and one mixed table), the shape where
 a plain Delta append can stand in for a MERGE."""
 INSERT_ONLY_TABLES = 4
+
+DEFAULT_BUFFER_ROWS: int = LoopOptions.max_buffer_rows
+"""The engine's own default `--max-buffer-rows` (`replicator.engine.loop.LoopOptions`)."""
+UNBOUNDED_BUFFER_ROWS = 10**9
+"""A `--max-buffer-rows` no stream of the bench reaches: the buffer never forces a step."""
 
 
 def stream_key(section: str, stream: str) -> str:
@@ -60,7 +66,7 @@ class BenchConfig:
     streams: tuple[str, ...] = STREAMS  # the end-to-end (and peer) streams, each on every protocol
     # names in bench.sections.SECTIONS, in its order
     sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore",
-                                 "manytables", "scale", "features", "schema", "profile")
+                                 "manytables", "skew", "ramp", "scale", "features", "schema", "profile")
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
@@ -96,6 +102,21 @@ class BenchConfig:
     manytables_rows: int = 5
     manytables_shards: int = 2
     manytables_floor_sample: int = 100
+    # Skew: catch-ups of an even and a skewed insert-heavy stream of `skew_events` row changes (the
+    # skewed one: its hot table takes `skew_hot_share` of the changes, dispatched by table onto one
+    # partition) at each --max-buffer-rows of `skew_buffers`, per protocol of `skew_protocols`.
+    skew_events: int = 8_000
+    skew_buffers: tuple[int, ...] = (600, 4_000, 20_000, DEFAULT_BUFFER_ROWS, UNBOUNDED_BUFFER_ROWS)
+    skew_hot_share: float = 0.8
+    skew_protocols: tuple[str, ...] = ("open", "canal-json")
+    # Ramp: one follower per protocol and table count, fed `ramp_rates` row changes/s for
+    # `ramp_seconds` each, then `ramp_drop_rate` for `ramp_drop_seconds` (the load drop).
+    ramp_rates: tuple[int, ...] = (500, 2_000, 5_000, 10_000)
+    ramp_tables: tuple[int, ...] = (10, 100)
+    ramp_protocols: tuple[str, ...] = ("open", "canal-json")
+    ramp_seconds: float = 60.0
+    ramp_drop_rate: int = 500
+    ramp_drop_seconds: float = 45.0
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False

@@ -24,22 +24,27 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def _simulate(cfg: BenchConfig, protocol: str, events: int, seed: int, stream: str) -> Any:
+def _simulate(cfg: BenchConfig, protocol: str, events: int, seed: int, stream: str,
+              options: Mapping[str, Any]) -> Any:
     from replicator.sim.simulate import SimConfig, Simulation
 
     tables, insert_only = stream_shape(stream, cfg.tables)
     return Simulation(SimConfig(protocol=protocol, seed=seed, events=events,  # type: ignore[arg-type]
-                                partitions=cfg.partitions, tables=tables, insert_only=insert_only, ddl="none"))
+                                partitions=cfg.partitions, tables=tables, insert_only=insert_only, ddl="none",
+                                **options))
 
 
 def produce_stream(cfg: BenchConfig, bootstrap: str, protocol: str, events: int, seed: int,
-                   stream: str = "standard") -> dict[str, Any]:
+                   stream: str = "standard", *, options: Mapping[str, Any] | None = None,
+                   label: str = "") -> dict[str, Any]:
     """Simulate `events` row changes of a `stream` (`bench.common.STREAMS`) and produce them into a
-    new topic; returns topic + expected."""
+    new topic; returns topic + expected. `options`: more `SimConfig` fields (the skew section's
+    dispatcher and hot table); `label`: in the topic's name, for what they make of the stream."""
     from replicator.sim.simulate import produce
 
-    sim = _simulate(cfg, protocol, events, seed, stream)
-    topic = f"bench-{'' if stream == 'standard' else stream + '-'}{protocol}-{uuid.uuid4().hex[:8]}"
+    sim = _simulate(cfg, protocol, events, seed, stream, options or {})
+    kind = label or ("" if stream == "standard" else stream)
+    topic = f"bench-{kind + '-' if kind else ''}{protocol}-{uuid.uuid4().hex[:8]}"
     t0 = time.perf_counter()
     report = produce(sim, bootstrap, topic, progress=lambda n: log.info("produced %d records", n))
     return {"topic": topic, "records": report.total, "produce_s": time.perf_counter() - t0,

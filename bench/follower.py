@@ -18,13 +18,19 @@ up within the drain timeout) counts with its age at that moment, a lower bound. 
 p99 / max over every row; the same per third of the run and the slope of lag against time, to tell
 a flat lag from a growing one (the follower falling behind). The result is also checked against the
 simulator's expected tables.
+
+The pieces are the ramp section's too (`bench.ramp`): `LiveStream` (and its `finish`, ending a
+stream generated longer than it is sent), `start_following`, `feed` (a rate for a while),
+`row_lags`, `lag_stats` and `step_times` (each step's time from the step log and the Delta log).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import json
+import math
 import signal
 import statistics
 import subprocess
@@ -37,12 +43,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.common import BenchConfig, log, run_args
-from bench.procs import RssSampler, checkout_env
+from bench.procs import RssSampler, checkout_env, rss
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from replicator.events import Event
+    from replicator.sim.expected import ExpectedState
 
 # Growth of the p99 lag from the first to the last third of the run still called flat: the
 # follower applies every 2 s (its flush interval) and a step MERGEs every table, so one step more
@@ -82,6 +89,10 @@ class SubprocessFollower:
     def running(self) -> bool:
         return self.proc.poll() is None
 
+    def driver_rss(self) -> int:
+        """The Python driver's resident set size now (bytes)."""
+        return rss(self.proc.pid)
+
     def stop(self) -> dict[str, Any]:
         if self._stopped is not None:
             return self._stopped
@@ -109,22 +120,26 @@ class SubprocessFollower:
 
 
 class LiveStream:
-    """The simulator's events sent as they would arrive from a live TiCDC: commit ts = now."""
+    """The simulator's events sent as they would arrive from a live TiCDC: commit ts = now.
 
-    def __init__(self, cfg: BenchConfig, protocol: str, seed: int, bootstrap: str, topic: str) -> None:
+    `events` row changes of the simulator over `tables` tables; `finish()` ends the stream early,
+    at a point where the simulator's state is exactly what was sent (the ramp section's streams are
+    generated longer than they are sent)."""
+
+    def __init__(self, protocol: str, seed: int, bootstrap: str, topic: str, *, events: int, tables: int,
+                 partitions: int) -> None:
         from kafka import KafkaProducer
 
         from replicator.codec import codec_for
         from replicator.sim.simulate import SimConfig, Simulation, ensure_topic
 
-        events = max(int(cfg.follower_rate * cfg.follower_seconds), 1)
-        self.sim = Simulation(SimConfig(protocol=protocol, seed=seed, events=events,  # type: ignore[arg-type]
-                                        partitions=cfg.partitions, tables=cfg.follower_tables, ddl="none",
+        self.sim = Simulation(SimConfig(protocol=protocol, seed=seed, events=max(events, 1),  # type: ignore[arg-type]
+                                        partitions=partitions, tables=tables, ddl="none",
                                         retry_rate=0.0, restart_rate=0.0))
-        self.partitions = cfg.partitions
+        self.partitions = partitions
         self.codec = codec_for(protocol)
         self.topic = topic
-        ensure_topic(bootstrap, topic, cfg.partitions)
+        ensure_topic(bootstrap, topic, partitions)
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2, enable_idempotence=True,
                                       max_request_size=32 << 20, client_id="replicator-bench-follower")
         self._events = self._originals()
@@ -141,9 +156,8 @@ class LiveStream:
 
     def _originals(self) -> Iterator[tuple[int, Event]]:
         """The simulator's events without its replays (told apart by its replay counter, which it
-        bumps right before yielding a replayed event) and without its resolved events."""
-        from replicator.events import Resolved
-
+        bumps right before yielding a replayed event); its resolved events come through (`emit`
+        skips them: the bench sends its own), so that `finish` can stop right at one."""
         stats = self.sim.stats
         seen = 0
         for p, ev in self.sim.events():
@@ -151,8 +165,7 @@ class LiveStream:
                 seen = stats.replayed_events
                 self.replays_left_out += 1
                 continue
-            if not isinstance(ev, Resolved):
-                yield p, ev
+            yield p, ev
 
     def now_ts(self) -> int:
         """A TSO for now, strictly above every one handed out before."""
@@ -181,7 +194,11 @@ class LiveStream:
         batch: dict[int, list[Event]] = {}
         while (nxt := self._next()) is not None:
             p, ev = nxt
-            assert isinstance(ev, RowChange | DdlEvent)  # resolved events are the bench's own
+            if not isinstance(ev, RowChange | DdlEvent):  # the simulator's resolved: the bench sends its own
+                if self.rows_sent >= rows_target and not until_first_row:
+                    break  # left peeked: `finish` stops right at it
+                self._peek = None
+                continue
             orig = ev.commit_ts
             if orig != self._last_orig:
                 if until_first_row and isinstance(ev, RowChange):
@@ -208,8 +225,60 @@ class LiveStream:
         self.resolved_sent += 1
         return ts
 
+    def finish(self) -> ExpectedState:
+        """Send on to the simulator's next resolved point (the rest of the transaction under way, and
+        at most a few more) and return its state there: the tables as the rows sent make them."""
+        from replicator.events import Resolved
+
+        while (nxt := self._next()) is not None:
+            if isinstance(nxt[1], Resolved):
+                return self.sim.state_now()  # the generator is paused right after yielding it
+            self.emit(self.rows_sent + 1)
+        return self.sim.expected
+
     def close(self) -> None:
         self.producer.close()
+
+
+def feed(stream: LiveStream, follower: Follower, rate: float, seconds: float = math.inf,
+         on_second: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Send rows at `rate` per second for `seconds` (or until the stream runs out), a resolved event
+    on every partition every second (then `on_second`); raises if the follower exits meanwhile.
+    Returns the rows sent, the seconds, the achieved rate and the wall-clock span (epoch s) the rows'
+    commit ts fall in."""
+    start_rows = stream.rows_sent
+    began, t0 = time.time(), time.monotonic()
+    next_resolved = t0 + 1.0
+    while not stream.exhausted:
+        now = time.monotonic()
+        if now - t0 >= seconds:
+            break
+        stream.emit(start_rows + int((now - t0) * rate))
+        if now >= next_resolved:
+            stream.resolve()
+            next_resolved += 1.0
+            if on_second is not None:
+                on_second()
+        if not follower.running():
+            raise RuntimeError(f"the follower exited during the run: {follower.stop()}")
+        time.sleep(max(0.0, TICK_S - (time.monotonic() - now)))
+    elapsed = time.monotonic() - t0
+    rows = stream.rows_sent - start_rows
+    return {"rate": rate, "rows": rows, "seconds": elapsed, "achieved_rate": rows / max(elapsed, 1e-9),
+            "started_at": began, "ended_at": time.time()}
+
+
+def start_following(stream: LiveStream, start: StartFollower, bootstrap: str, protocol: str, warehouse: Path,
+                    workdir: Path, timeout_s: float = 300.0) -> tuple[Follower, float]:
+    """The tables' CREATE TABLE steps into the topic, then the follower started and waited for until it
+    has applied them (so JVM start-up is not lag): (the follower, its start-up seconds)."""
+    stream.emit(0, until_first_row=True)
+    ready_ts = stream.resolve()
+    t_start = time.perf_counter()
+    follower = start(bootstrap, stream.topic, protocol, warehouse, workdir)
+    if not wait_applied(warehouse, ready_ts, follower, timeout_s=timeout_s):
+        raise RuntimeError(f"the follower did not apply the CREATE TABLE steps: {follower.stop()}")
+    return follower, time.perf_counter() - t_start
 
 
 def _applied_ts(warehouse: Path) -> int:
@@ -220,7 +289,7 @@ def _applied_ts(warehouse: Path) -> int:
     return 0
 
 
-def _wait_applied(warehouse: Path, ts: int, follower: Follower, timeout_s: float) -> bool:
+def wait_applied(warehouse: Path, ts: int, follower: Follower, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if _applied_ts(warehouse) >= ts:
@@ -231,19 +300,45 @@ def _wait_applied(warehouse: Path, ts: int, follower: Follower, timeout_s: float
     return False
 
 
-def merge_commits(table_path: str | Path) -> list[tuple[int, float]]:
-    """(step's upper commit ts, commit time in s) of each MERGE commit of a replicator table, in
-    commit order, from the table's ``_delta_log`` (the commit's userMetadata and timestamp). A
-    window into an empty table commits as a WRITE (the applier's insert): it counts too."""
-    out: list[tuple[int, float]] = []
+def table_commits(table_path: str | Path) -> list[tuple[int, int, float]]:
+    """(step, the step's upper commit ts, commit time in s) of each data commit of a replicator
+    table (MERGE, or WRITE: a window into an empty table commits as the applier's insert), in commit
+    order, from the table's ``_delta_log`` (the commit's userMetadata and timestamp)."""
+    out: list[tuple[int, int, float]] = []
     for f in sorted((Path(table_path) / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
             info = json.loads(line).get("commitInfo") if line.strip() else None
             if not info or info.get("operation") not in ("MERGE", "WRITE") or not info.get("userMetadata"):
                 continue
             with contextlib.suppress(ValueError, KeyError, TypeError):
-                out.append((int(json.loads(info["userMetadata"])["replicator"]["applied_ts"]),
-                            int(info["timestamp"]) / 1000))
+                meta = json.loads(info["userMetadata"])["replicator"]
+                out.append((int(meta.get("step", 0)), int(meta["applied_ts"]), int(info["timestamp"]) / 1000))
+    return out
+
+
+def merge_commits(table_path: str | Path) -> list[tuple[int, float]]:
+    """(step's upper commit ts, commit time in s) of each MERGE commit of a replicator table, in
+    commit order (`table_commits`)."""
+    return [(ts, at) for _, ts, at in table_commits(table_path)]
+
+
+def step_times(warehouse: Path) -> list[tuple[float, float]]:
+    """(start, seconds) of every step that wrote rows, start in epoch s: from the step's
+    ``recorded_at`` in the step log (taken as it starts) to the last Delta commit carrying its step
+    number (the state is saved right after)."""
+    from replicator.delta.warehouse import Warehouse
+
+    wh = Warehouse(str(warehouse))
+    ends: dict[int, float] = {}
+    for entry in wh.load_state().live_tables():
+        for step, _, at in table_commits(entry.path):
+            ends[step] = max(ends.get(step, 0.0), at)
+    out: list[tuple[float, float]] = []
+    for record in wh.windows():
+        end = ends.get(int(record["step"]))
+        if end is not None:
+            start = dt.datetime.fromisoformat(record["recorded_at"]).timestamp()
+            out.append((start, max(end - start, 0.0)))
     return out
 
 
@@ -277,15 +372,16 @@ def row_lags(warehouse: Path, produced: dict[str, list[int]],
     return lags, missing
 
 
-def _pct(values: list[float], q: float) -> float:
+def pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
-def lag_stats(lags: list[tuple[float, float]]) -> dict[str, Any]:
-    """p50 / p99 / max over all rows; per third of the run; slope (s of lag per minute)."""
+def lag_stats(lags: list[tuple[float, float]], tolerance_s: float = FLAT_TOLERANCE_S) -> dict[str, Any]:
+    """p50 / p99 / max over all rows; per third of the run; slope (s of lag per minute); flat when the
+    last third's p99 is at most `tolerance_s` above the first's."""
     if not lags:
         return {"rows": 0}
     values = [lag for _, lag in lags]
@@ -295,7 +391,7 @@ def lag_stats(lags: list[tuple[float, float]]) -> dict[str, Any]:
     for k in range(3):
         lo, hi = t0 + span * k / 3, t0 + span * (k + 1) / 3
         part = [lag for t, lag in lags if lo <= t < hi or (k == 2 and t == t1)]
-        thirds.append({"rows": len(part), "p50_s": _pct(part, 0.5), "p99_s": _pct(part, 0.99),
+        thirds.append({"rows": len(part), "p50_s": pct(part, 0.5), "p99_s": pct(part, 0.99),
                        "max_s": max(part, default=0.0)})
     xs = [t - t0 for t, _ in lags]
     slope = 0.0
@@ -304,9 +400,9 @@ def lag_stats(lags: list[tuple[float, float]]) -> dict[str, Any]:
         var = sum((x - mx) ** 2 for x in xs)
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, values, strict=True)) / var * 60 if var else 0.0
     growth = thirds[2]["p99_s"] - thirds[0]["p99_s"]
-    return {"rows": len(values), "p50_s": _pct(values, 0.5), "p99_s": _pct(values, 0.99), "max_s": max(values),
+    return {"rows": len(values), "p50_s": pct(values, 0.5), "p99_s": pct(values, 0.99), "max_s": max(values),
             "mean_s": statistics.fmean(values), "thirds": thirds, "slope_s_per_min": slope,
-            "p99_growth_s": growth, "flat": growth <= FLAT_TOLERANCE_S, "span_s": span}
+            "p99_growth_s": growth, "flat": growth <= tolerance_s, "span_s": span}
 
 
 def bench_follower(cfg: BenchConfig, bootstrap: str, scratch: Path,
@@ -320,43 +416,29 @@ def bench_follower(cfg: BenchConfig, bootstrap: str, scratch: Path,
     protocol = cfg.protocols[0]
     topic = f"bench-follow-{protocol}-{uuid.uuid4().hex[:8]}"
     warehouse = scratch / f"wh-follow-{protocol}"
-    stream = LiveStream(cfg, protocol, cfg.seed + 200, bootstrap, topic)
+    stream = LiveStream(protocol, cfg.seed + 200, bootstrap, topic,
+                        events=int(cfg.follower_rate * cfg.follower_seconds), tables=cfg.follower_tables,
+                        partitions=cfg.partitions)
     out: dict[str, Any] = {"protocol": protocol, "rate": cfg.follower_rate, "tables": cfg.follower_tables,
                            "partitions": cfg.partitions, "seconds": cfg.follower_seconds, "topic": topic,
                            "warehouse": str(warehouse)}
     follower: Follower | None = None
     try:
         # The tables' CREATE TABLE steps first, applied before the clock starts.
-        stream.emit(0, until_first_row=True)
-        ready_ts = stream.resolve()
-        t_start = time.perf_counter()
-        follower = start(bootstrap, topic, protocol, warehouse, scratch)
-        if not _wait_applied(warehouse, ready_ts, follower, timeout_s=300):
-            raise RuntimeError(f"the follower did not apply the CREATE TABLE steps: {follower.stop()}")
-        out["startup_s"] = time.perf_counter() - t_start
+        follower, out["startup_s"] = start_following(stream, start, bootstrap, protocol, warehouse, scratch)
         log.info("follower: up after %.1f s; %d row changes/s over %d tables for %.0f s", out["startup_s"],
                  cfg.follower_rate, cfg.follower_tables, cfg.follower_seconds)
-        t0 = time.monotonic()
-        next_resolved = t0 + 1.0
-        while not stream.exhausted:
-            now = time.monotonic()
-            stream.emit(int((now - t0) * cfg.follower_rate))
-            if now >= next_resolved:
-                stream.resolve()
-                next_resolved += 1.0
-            if not follower.running():
-                raise RuntimeError(f"the follower exited during the run: {follower.stop()}")
-            time.sleep(max(0.0, TICK_S - (time.monotonic() - now)))
+        fed = feed(stream, follower, cfg.follower_rate)  # until the simulated stream runs out
         final_ts = stream.resolve()
-        out["produce_s"] = time.monotonic() - t0
+        out["produce_s"] = fed["seconds"]
         out["rows_sent"] = stream.rows_sent
-        out["achieved_rate"] = stream.rows_sent / max(out["produce_s"], 1e-9)
+        out["achieved_rate"] = fed["achieved_rate"]
         out["resolved_sent"] = stream.resolved_sent
         out["replays_left_out"] = stream.replays_left_out
         t_drain = time.monotonic()
         # A follower that keeps up applies the last rows within seconds; one that fell behind is not
         # waited for longer than the input lasted (at least a minute): its unapplied rows are the finding.
-        out["caught_up"] = _wait_applied(warehouse, final_ts, follower, timeout_s=max(60.0, cfg.follower_seconds))
+        out["caught_up"] = wait_applied(warehouse, final_ts, follower, timeout_s=max(60.0, cfg.follower_seconds))
         out["drain_s"] = time.monotonic() - t_drain
         log.info("follower: %d rows in %.0f s (%.0f/s); caught up %.1f s after the last one: %s", stream.rows_sent,
                  out["produce_s"], out["achieved_rate"], out["drain_s"], out["caught_up"])

@@ -34,6 +34,11 @@ def _proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+def rss(pid: int) -> int:
+    """Resident set size of a live process now (VmRSS, bytes; 0 once it has exited)."""
+    return _proc_status(pid).get("VmRSS", 0)
+
+
 def _descendants(pid: int) -> list[tuple[int, str]]:
     """(pid, command name) of every descendant of `pid` (one scan of /proc/*/stat)."""
     children: dict[int, list[tuple[int, str]]] = {}

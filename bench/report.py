@@ -3,6 +3,7 @@ chart.py) and ``results.json`` (the raw figures, which git ignores); the targets
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,7 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
     for block in (_codec_md(results), e2e, render_streams_md(results), render_jobs_md(results), _scale_md(results),
                   _features_md(results), _schema_md(results), resources, _profile_md(results, cfg), _peer_md(results),
                   _tables_md(results), _follower_md(results), _reader_md(results), _objectstore_md(results),
-                  _manytables_md(results)):
+                  _manytables_md(results), _own_md(results, "skew"), _own_md(results, "ramp")):
         lines += block
     notes = results.get("notes")
     if notes:
@@ -45,6 +46,13 @@ def _schema_md(results: dict[str, Any]) -> list[str]:
     from bench.schema import render_markdown as render_schema
 
     return ["", render_schema(results["schema"])]
+
+
+def _own_md(results: dict[str, Any], name: str) -> list[str]:
+    """A section whose module renders its own block (``bench.<name>.render_markdown``)."""
+    if not results.get(name):
+        return []
+    return ["", importlib.import_module(f"bench.{name}").render_markdown(results[name])]
 
 
 def _manytables_md(results: dict[str, Any]) -> list[str]:

@@ -164,6 +164,24 @@ def _manytables_finish(ctx: Context) -> None:
                       ctx.cfg.apply_parallelism)
 
 
+def _skew(ctx: Context) -> None:
+    from bench.skew import bench_skew
+
+    ctx.results["skew"] = bench_skew(ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
+def _skew_finish(ctx: Context) -> None:
+    from bench.skew import finish_skew
+
+    finish_skew(ctx.spark, ctx.results["skew"])
+
+
+def _ramp(ctx: Context) -> None:
+    from bench.ramp import bench_ramp
+
+    ctx.results["ramp"] = bench_ramp(ctx.cfg, ctx.bootstrap, ctx.scratch)
+
+
 def _scale(ctx: Context) -> None:
     ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
 
@@ -202,6 +220,10 @@ SECTIONS: tuple[Section, ...] = (
             needs_broker=True, before_spark=_objectstore, with_spark=_objectstore_finish),
     Section("manytables", "12: many tables, measured (CREATE + first write of N tables, Delta's floor, shards)",
             needs_broker=True, before_spark=_manytables, with_spark=_manytables_finish),
+    Section("skew", "13: skew (catch-up with a bounded buffer, on even and on skewed partitions)", needs_broker=True,
+            before_spark=_skew, with_spark=_skew_finish),
+    Section("ramp", "14: follower ramp (rising input rates, the knee, a load drop)", needs_broker=True,
+            before_spark=_ramp),
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
@@ -209,9 +231,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("profile", "5: profile", needs_broker=True, with_spark=_profile),
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The
-sections whose runs are subprocesses (e2e, peer, tables, follower, reader, objectstore, manytables) come
-first:
-their ``before_spark`` phases run while the bench's own JVM is not up to compete with them."""
+sections whose runs are subprocesses (e2e, peer, tables, follower, reader, objectstore, manytables, skew,
+ramp) come first: their ``before_spark`` phases run while the bench's own JVM is not up to compete with them."""
 
 
 def section_names() -> tuple[str, ...]:

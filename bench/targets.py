@@ -56,6 +56,14 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
                         f"{objectstore['events']:,} changes, local S3-compatible server)",
                         f"{res['ratio']:.2f}x ({fmt(best['s3'])} vs {fmt(best['local'])} row changes/s)",
                         res["ratio"] >= TARGET_RATIO))
+    if results.get("skew"):
+        from bench.skew import skew_targets
+
+        out += skew_targets(results["skew"])
+    if results.get("ramp"):
+        from bench.ramp import ramp_targets
+
+        out += ramp_targets(results["ramp"])
     follower = results.get("follower")
     if follower and follower["lag"].get("rows"):
         lag = follower["lag"]

@@ -51,6 +51,14 @@ class SimConfig:
     # the first `insert_only` tables take inserts only (append-only tables such as logs and events,
     # the shape a Delta append suits); the rest take the usual mix
     insert_only: int = 0
+    # TiCDC's partition dispatcher for rows: "index-value" (a hash of the table and the row's handle
+    # key: a table's rows spread over every partition) or "table" (a hash of the table's name: all of
+    # a table's rows on one partition, so a busy table makes a busy partition)
+    dispatcher: Literal["index-value", "table"] = "index-value"
+    # the share of row changes that go to the first table (0: every table by its template's weight,
+    # else the rest share 1 - hot_share by their weights): with dispatcher="table", a skewed stream
+    # whose hot table's partition carries most rows (the bench's skew section)
+    hot_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.compression not in ("none", "lz4", "snappy"):
@@ -70,6 +78,10 @@ class SimConfig:
             raise ConfigError("--tables must be >= 1")
         if not 0 <= self.insert_only <= self.tables:
             raise ConfigError("insert_only must be 0..tables")
+        if self.dispatcher not in ("index-value", "table"):
+            raise ConfigError(f"dispatcher must be index-value or table, not {self.dispatcher!r}")
+        if not 0.0 <= self.hot_share < 1.0:
+            raise ConfigError("hot_share must be in [0, 1)")
         if self.max_batch_size < 1 or self.resolved_every < 1 or self.max_txn_rows < 1:
             raise ConfigError("max_batch_size, resolved_every and max_txn_rows must be >= 1")
 

@@ -9,9 +9,11 @@ dozens of rows across tables (inserts; updates with old values; deletes; primary
 sent as delete + insert, as TiCDC splits them), DDL mid-stream (broadcast), resolved events per
 partition at independent moments, and at-least-once replays (producer retries re-sending a few
 recent events, and changefeed restarts re-sending everything after the last checkpoint). Rows
-are routed to partitions by a hash of their table and key, so every change of a row stays on one
-partition. The stream is encoded with the project's own encoders (Open Protocol or Craft,
-batched as TiCDC batches rows) and the final state of every table is known exactly.
+are routed to partitions by a hash of their table and key (or, with ``dispatcher="table"``, of the
+table alone; ``hot_share`` makes the first table carry that share of the changes: a skewed
+stream), so every change of a row stays on one partition. The stream is encoded with the
+project's own encoders (Open Protocol or Craft, batched as TiCDC batches rows) and the final state
+of every table is known exactly.
 
 Deterministic per seed: the same configuration gives the same messages and the same expected
 state (with ``ddl="auto"`` the DDL mix depends on what this build's ``replicator.delta.ddl``

@@ -33,8 +33,12 @@ class SimMessage(NamedTuple):
     timestamp_ms: int
 
 
-def _route(schema: str, table: str, key: tuple[Value, ...], partitions: int) -> int:
-    """Partition of a row: a stable hash of table and handle key (TiCDC's index-value dispatcher)."""
+def _route(schema: str, table: str, key: tuple[Value, ...], partitions: int,
+           dispatcher: str = "index-value") -> int:
+    """Partition of a row: a stable hash of table and handle key (TiCDC's index-value dispatcher), or
+    of the table alone (its table dispatcher: every row of a table on one partition)."""
+    if dispatcher == "table":
+        return zlib.crc32(f"{schema}.{table}".encode("utf-8", "surrogatepass")) % partitions
     return zlib.crc32(f"{schema}.{table}\x00{key!r}".encode("utf-8", "surrogatepass")) % partitions
 
 
@@ -335,6 +339,8 @@ class Simulation:
         rnd = self._rnd
         ts = self._tick()
         weights = [t.template.weight for t in live]
+        if self.config.hot_share and len(live) > 1 and live[0] is self._tables[0]:
+            weights[0] = sum(weights[1:]) * self.config.hot_share / (1.0 - self.config.hot_share)
         touched: set[tuple[str, tuple[Value, ...]]] = set()
         out: list[tuple[int, RowChange]] = []
         # Live rows per table: grows with the stream, capped so a million events stay in bounded memory.
@@ -374,7 +380,7 @@ class Simulation:
                 return key
 
     def _route(self, table: ModelTable, key: tuple[Value, ...]) -> int:
-        return _route(table.schema, table.name, key, self.config.partitions)
+        return _route(table.schema, table.name, key, self.config.partitions, self.config.dispatcher)
 
     def _count(self, attr: str) -> None:
         setattr(self.stats, attr, getattr(self.stats, attr) + 1)
@@ -459,11 +465,14 @@ class Simulation:
             tables[name] = rows
             schemas[name] = {"key": list(table.key), "columns": [[c.name, c.sql] for c in table.columns]}
         cfg = self.config
-        generator = {"protocol": cfg.protocol, "seed": cfg.seed, "events": cfg.events, "partitions": cfg.partitions,
-                     "tables": cfg.tables, "ddl": list(self.ddl_kinds), "start_time": cfg.start_time.isoformat(),
-                     "max_batch_size": cfg.max_batch_size}
+        generator: dict[str, Any] = {
+            "protocol": cfg.protocol, "seed": cfg.seed, "events": cfg.events, "partitions": cfg.partitions,
+            "tables": cfg.tables, "ddl": list(self.ddl_kinds), "start_time": cfg.start_time.isoformat(),
+            "max_batch_size": cfg.max_batch_size}
         if cfg.insert_only:
             generator["insert_only"] = cfg.insert_only
+        if cfg.dispatcher != "index-value" or cfg.hot_share:
+            generator["dispatcher"], generator["hot_share"] = cfg.dispatcher, cfg.hot_share
         return ExpectedState(tables, schemas, self.ts, generator, self.stats.to_json())
 
 

@@ -22,13 +22,15 @@ from typing import Any
 import pytest
 
 import bench
-from bench.common import stream_key
+from bench.common import DEFAULT_BUFFER_ROWS, stream_key
 from bench.features import bench_features
 from bench.follower import bench_follower, finish_follower
 from bench.manytables import bench_manytables, finish_manytables, projection
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
+from bench.ramp import bench_ramp
 from bench.reader import bench_reader, finish_reader
+from bench.skew import bench_skew, finish_skew
 from bench.streams import commits
 from bench.tables import bench_tables, finish_tables
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
@@ -242,8 +244,8 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
-    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "scale",
-                     "features", "schema", "profile"]
+    assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "skew",
+                     "ramp", "scale", "features", "schema", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -262,6 +264,21 @@ def test_sections_are_registered_in_one_place() -> None:
     assert (quick.objectstore_protocols, quick.objectstore_pairs) == (("craft",), 1)
     assert bench.parse_args(["--protocols", "open,craft"]).objectstore_protocols == ("open", "craft")
     assert bench.parse_args(["--objectstore-events", "5000", "--objectstore-pairs", "3"]).objectstore_events == 5000
+    # Skew: Open Protocol and canal-json unless --protocols names others; --quick is smaller.
+    assert (full.skew_events, full.skew_buffers, full.skew_protocols, quick.skew_events) == (
+        8_000, (600, 4_000, 20_000, DEFAULT_BUFFER_ROWS, 10**9), ("open", "canal-json"), 3_000)
+    assert bench.parse_args(["--skew-buffers", "600,default"]).skew_buffers == (600, DEFAULT_BUFFER_ROWS)
+    assert bench.parse_args(["--protocols", "craft"]).skew_protocols == ("craft",)
+    # Ramp: the same protocols; four rates over 10 and 100 tables, --quick two rates over 10 tables.
+    assert (full.ramp_rates, full.ramp_tables, full.ramp_seconds, full.ramp_drop_seconds, full.ramp_protocols) == (
+        (500, 2_000, 5_000, 10_000), (10, 100), 60.0, 45.0, ("open", "canal-json"))
+    assert (quick.ramp_rates, quick.ramp_tables, quick.ramp_seconds, quick.ramp_drop_seconds) == (
+        (500, 2_000), (10,), 20.0, 15.0)
+    assert bench.parse_args(["--ramp-rates", "100,200", "--ramp-tables", "3"]).ramp_rates == (100, 200)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--ramp-rates", "0,100"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--skew-buffers", "600,lots"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--objectstore-pairs", "0"])
     with pytest.raises(SystemExit):
@@ -272,3 +289,69 @@ def test_sections_are_registered_in_one_place() -> None:
         bench.parse_args(["--protocols", "avro"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--streams", "standard,updates-only"])
+
+
+def test_skew_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    """The skew section's code paths (issue 49): catch-ups of an even and a skewed stream at two
+    buffer sizes, verified, the report and its targets; the replicator in-process."""
+    cfg = bench.BenchConfig(partitions=3, protocols=("canal-json",), skew_events=700,
+                            skew_buffers=(600, DEFAULT_BUFFER_ROWS), skew_protocols=("canal-json",), sections=("skew",),
+                            out=tmp_path / "out", quick=True)
+
+    def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
+                   workdir: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol, max_buffer_rows=max_buffer_rows)
+        return {"wall_s": time.perf_counter() - t0, "summary": summary.to_json(), "driver_peak_rss": 0,
+                "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+
+    results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"], "config": {}, "notes": []}
+    results["skew"] = bench_skew(cfg, kafka_bootstrap, tmp_path, runner=in_process)
+    finish_skew(spark, results["skew"])
+    results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
+    bench.write_outputs(results, cfg)
+
+    skew = results["skew"]["protocols"]["canal-json"]
+    records = {kind: s["records_per_partition"] for kind, s in skew["streams"].items()}
+    assert max(records["skewed"]) > 0.6 * sum(records["skewed"]) > 0, records  # the hot table's partition
+    assert max(records["even"]) < 0.5 * sum(records["even"]), records
+    for kind in ("even", "skewed"):
+        small, default = skew["runs"][kind]["600"], skew["runs"][kind][str(DEFAULT_BUFFER_ROWS)]
+        assert small["verified"] and default["verified"], (small["diffs"], default["diffs"])
+        assert small["row_steps"] >= 2 and 0 < small["rows_per_step"] <= 600 and small["fill"] is not None
+        assert default["ratio_apply"] == pytest.approx(1.0) and default["fill"] is not None
+        assert small["apply_s"] > 0 and small["apply_rows_per_s"] > 0 and small["steps"] >= small["row_steps"]
+    md = (cfg.out / "results.md").read_text()
+    assert "## 13. Skew" in md
+    assert "catch-up with a 600-row buffer >= 0.5x the default buffer's rate (skewed partitions, canal-json" in md
+
+
+def test_ramp_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    """The ramp section's code paths (issue 49): one follower (in-process) over two rates and a drop,
+    lag per segment, step times, the knee, the row counts, the report and its target."""
+    cfg = bench.BenchConfig(partitions=3, ramp_rates=(30, 90), ramp_tables=(2,), ramp_protocols=("open",),
+                            ramp_seconds=2.0, ramp_drop_rate=30, ramp_drop_seconds=2.0, sections=("ramp",),
+                            out=tmp_path / "out", quick=True)
+
+    def follower_in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path,
+                            workdir: Path) -> InProcessFollower:
+        return InProcessFollower(spark, bootstrap, topic, protocol, warehouse)
+
+    results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"], "config": {}, "notes": []}
+    results["ramp"] = bench_ramp(cfg, kafka_bootstrap, tmp_path, start=follower_in_process)
+    results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
+    bench.write_outputs(results, cfg)
+
+    ramp = results["ramp"]["runs"]
+    assert [(r["protocol"], r["tables"]) for r in ramp] == [("open", 2)]
+    run = ramp[0]
+    assert run["caught_up"] and run["unapplied_rows"] == 0 and run["counts"]["ok"], run["counts"]
+    assert run["counts"]["rows"] > 0 and run["exit"]["exit_code"] == 0
+    assert [(s["kind"], s["rate"]) for s in run["segments"]] == [("ramp", 30), ("ramp", 90), ("drop", 30)]
+    assert all(s["lag"]["rows"] > 0 for s in run["segments"])  # a 2 s segment may see no step begin
+    assert sum(s["steps"] for s in run["segments"]) >= 2 and any(s["median_step_s"] > 0 for s in run["segments"])
+    assert sum(s["lag"]["rows"] for s in run["segments"]) <= run["rows_sent"]
+    assert run["knee"]["rate"] in (None, 30, 90) and run["segments"][-1]["recovered"] is not None
+    md = (cfg.out / "results.md").read_text()
+    assert "## 14. Follower ramp" in md and "| open | 2 |" in md
+    assert "follower ramp, at and below the knee: p99 lag after the first minute" in md

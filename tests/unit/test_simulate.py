@@ -416,3 +416,33 @@ def test_insert_only_tables_take_inserts_alone_and_the_rest_the_mix() -> None:
     replay = Simulation(SimConfig(protocol="craft", events=3000, seed=4, tables=5, insert_only=4, ddl="none"))
     wh, _ = replicate_in_memory(replay)
     assert compare_tables(replay.expected, wh.tables()) == []
+
+
+def test_a_hot_table_dispatched_by_table_makes_a_hot_partition() -> None:
+    """The bench's skewed stream: dispatcher="table" puts every row of a table on one partition and
+    hot_share gives the first table that share of the changes; the defaults leave streams as they were."""
+    def rows_per(cfg: SimConfig) -> tuple[Simulation, dict[str, set[int]], dict[int, int]]:
+        sim = Simulation(cfg)
+        parts: dict[str, set[int]] = {}
+        per_partition: dict[int, int] = {}
+        for p, ev in sim.events():
+            if isinstance(ev, RowChange):
+                parts.setdefault(f"{ev.schema}.{ev.table}", set()).add(p)
+                per_partition[p] = per_partition.get(p, 0) + 1
+        return sim, parts, per_partition
+
+    base = {"protocol": "open", "events": 3000, "seed": 5, "tables": 5, "insert_only": 4, "ddl": "none"}
+    sim, parts, per_partition = rows_per(SimConfig(**base, dispatcher="table", hot_share=0.8))  # type: ignore[arg-type]
+    assert all(len(ps) == 1 for ps in parts.values()), parts
+    hot = next(iter(parts["shop.customers"]))
+    assert per_partition[hot] > 0.75 * sum(per_partition.values())
+    assert sim.expected.generator["dispatcher"] == "table" and sim.expected.generator["hot_share"] == 0.8
+    replay = Simulation(SimConfig(**base, dispatcher="table", hot_share=0.8))  # type: ignore[arg-type]
+    wh, _ = replicate_in_memory(replay)
+    assert compare_tables(replay.expected, wh.tables()) == []
+    even, even_parts, _ = rows_per(SimConfig(**base))  # type: ignore[arg-type]
+    assert all(len(ps) == 3 for ps in even_parts.values()) and "dispatcher" not in even.expected.generator
+    with pytest.raises(ConfigError):
+        SimConfig(hot_share=1.0)
+    with pytest.raises(ConfigError):
+        SimConfig(dispatcher="ts")  # type: ignore[arg-type]
