@@ -208,7 +208,6 @@ def catalog_config(s: ReplicatorSettings) -> CatalogConfig | None:
 
 
 def kafka_source(s: ReplicatorSettings) -> KafkaSource:
-    from replicator.engine.loop import poll_records
     from replicator.sources.kafka import KafkaSettings, KafkaSource, topic_pattern
 
     topics, pattern = s.topic or [], s.topic_pattern
@@ -226,7 +225,6 @@ def kafka_source(s: ReplicatorSettings) -> KafkaSource:
         topics=tuple(topics) if len(topics) > 1 else (), topic_pattern=pattern,
         group_id=s.group_id_for(topics[0], shard=s.shard) if topics else s.group_id,
         security=s.kafka_security(), retry_budget_s=s.kafka_retry_budget,
-        poll_max_records=poll_records(s.max_buffer_rows),
     ))
 
 

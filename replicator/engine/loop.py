@@ -70,11 +70,14 @@ class Backlog(Protocol):
 
 @runtime_checkable
 class Pausable(Protocol):
-    """A source that can stop reading some partitions for a while (Kafka: pause/resume), so a
-    bounded buffer fills with rows a step can take (`ControlLoop.pace`)."""
+    """A source whose reading the loop can steer (Kafka: pause/resume, the records of a poll), so
+    a bounded buffer fills with rows a step can take (`ControlLoop.pace`)."""
 
     def pause_only(self, partitions: Collection[TP]) -> None:
         """Read nothing from `partitions` until called again; read every other partition."""
+
+    def limit_poll(self, records: int) -> None:
+        """Hand out at most `records` records a poll (never more than the source's own maximum)."""
 
 
 class Applier(Protocol):
@@ -90,16 +93,11 @@ class Applier(Protocol):
         """Persist progress, with the record of the step it includes (None: cursors only)."""
 
 
-# Backpressure starts once the buffer holds this share of --max-buffer-rows (`ControlLoop.pace`):
-# rows above the watermark then stay below it, so a step forced by a full buffer applies at
-# least the rest. Lower wastes less of a small buffer; higher pauses a large one less often.
-PRESSURE = 0.25
-
-
-def poll_records(max_buffer_rows: int, poll_max_records: int = 5000) -> int:
-    """Records one poll may hand out: at most a pressure share of the buffer, so one poll of
-    partitions ahead of the watermark cannot fill a small buffer before they are paused."""
-    return max(1, min(poll_max_records, int(max_buffer_rows * PRESSURE)))
+# Backpressure starts once the buffer holds this share of --max-buffer-rows (`ControlLoop.pace`),
+# and a poll hands out at most this share of it: rows above the watermark then stay within about
+# twice this share, and a step forced by a full buffer applies the rest. Lower wastes less of a
+# small buffer; higher pauses a large one less often (docs/windows.md#how-big-a-step-is).
+PRESSURE = 0.1
 
 
 @dataclass
@@ -145,12 +143,14 @@ class ControlLoop:
         self.clock: Clock = clock or SystemClock()
         self.on_tick = on_tick or (lambda: None)
         self.counts = LoopCounts(watermark=windower.applied_ts)
+        self._rows_per_record = 1  # the most events one record carried (Open Protocol batches rows)
+        self._limit_poll()
         self._stop = False
         self._dead: list[tuple[Record, str]] = []
         self._grid_wm = -1  # the watermark at the last interval step (step_end)
         self._paused: frozenset[TP] = frozenset()  # what `pace` told the source to leave unread
         self._unpaced_at = -1  # the watermark at which `pace` gave up pausing (it resumes past it)
-        self.pauses = 0  # times `pace` paused partitions (tests and the run summary)
+        self.pauses = 0  # times `pace` paused partitions (tests, debug log)
 
     @property
     def progress(self) -> Progress:
@@ -189,6 +189,9 @@ class ControlLoop:
                         failure.at(where(rec))
                     break
                 self.counts.events += len(events)
+                if len(events) > self._rows_per_record:
+                    self._rows_per_record = len(events)
+                    self._limit_poll()
                 windower.offer(TP(rec.topic, rec.partition), rec.offset, events)
                 # Bound memory: apply complete windows as soon as the buffer is full.
                 if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
@@ -218,6 +221,13 @@ class ControlLoop:
                         self.counts.watermark, extra={"watermark": self.counts.watermark,
                                                       "step": self.counts.steps, "caught_up": caught_up})
                 return
+
+    def _limit_poll(self) -> None:
+        """A poll's records, at most `PRESSURE` of the buffer in rows: one poll of partitions ahead
+        of the watermark cannot fill a small buffer before they are paused."""
+        if isinstance(self.source, Pausable):
+            rows = self.options.max_buffer_rows * PRESSURE
+            self.source.limit_poll(max(1, int(rows / self._rows_per_record)))
 
     def pace(self, *, read: bool) -> bool:
         """Backpressure: once the buffer holds `PRESSURE` of its bound, pause the partitions ahead

@@ -188,6 +188,7 @@ class KafkaSource:
         self._meta_failed_at = 0.0
         self.outages = 0  # times the broker became unreachable during this run
         self._pausing = False  # a partition was paused this run (`_unpark`)
+        self._max_records = settings.poll_max_records  # a poll's records (`limit_poll`)
 
     def _where(self) -> str:
         return f"Kafka at {self.settings.bootstrap_servers}"
@@ -323,7 +324,7 @@ class KafkaSource:
         if self._pausing:
             self._unpark()
         try:
-            batches = self._consumer.poll(timeout_ms=500, max_records=self.settings.poll_max_records)
+            batches = self._consumer.poll(timeout_ms=500, max_records=self._max_records)
         except OffsetOutOfRangeError as exc:
             raise KafkaSourceError(
                 f"{self._what()}: offsets {exc} are no longer retained (deleted by retention while "
@@ -409,6 +410,11 @@ class KafkaSource:
             self._pausing = True
         if paused - want:
             self._consumer.resume(*(paused - want))
+
+    def limit_poll(self, records: int) -> None:
+        """At most `records` records a poll (and never more than `poll_max_records`): the loop's
+        backpressure keeps one poll within a share of its buffer (engine/loop.py)."""
+        self._max_records = max(1, min(records, self.settings.poll_max_records))
 
     def _unpark(self) -> None:
         """Work around kafka-python 3.0.12: records it had parsed for a partition that was then

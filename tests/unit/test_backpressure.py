@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replicator.engine.loop import PRESSURE, poll_records
+from replicator.engine.loop import PRESSURE
 from replicator.engine.window import Windower
 from replicator.events import TP, Column, DdlCode, DdlEvent, Event, Flag, Op, Record, RowChange, TypeCode
 from replicator.progress import Progress
@@ -25,10 +25,14 @@ class PausableSource(FakeSource):
         super().__init__(clock, records, per_poll)
         self.paused: set[int] = set()
         self.pause_calls = 0
+        self.limits: list[int] = []
 
     def pause_only(self, partitions: Collection[TP]) -> None:
         self.pause_calls += 1
         self.paused = {tp.partition for tp in partitions}
+
+    def limit_poll(self, records: int) -> None:
+        self.limits.append(records)
 
     def poll(self) -> list[Record]:
         held = {p: self.next[p] for p in self.paused}
@@ -151,10 +155,13 @@ def test_quiet_partitions_are_never_ahead() -> None:
     assert w.ahead_partitions() == {TP("a", 0)}
 
 
-def test_a_poll_is_at_most_the_pressure_share_of_a_small_buffer() -> None:
-    assert poll_records(600) == 150
-    assert poll_records(200_000) == 5000
-    assert poll_records(1) == 1
+def test_a_poll_is_at_most_the_pressure_share_of_the_buffer_in_rows() -> None:
+    # Records of 4 rows each (an Open Protocol batch): a poll of a 400-row buffer is 40 rows.
+    records: dict[int, list[list[Event] | bytes]] = {
+        0: [[ins(10, 1)], [ins(20 + i, 10 + i) for i in range(4)], res(50)]}
+    source = PausableSource(Clock(), records)
+    catch_up(source, buffer=400)
+    assert source.limits == [int(400 * PRESSURE), int(400 * PRESSURE / 4)]
 
 
 @settings(max_examples=60, deadline=None)
