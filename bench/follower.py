@@ -306,7 +306,7 @@ def table_commits(table_path: str | Path) -> list[tuple[int, int, float]]:
     order, from the table's ``_delta_log`` (the commit's userMetadata and timestamp)."""
     out: list[tuple[int, int, float]] = []
     for f in sorted((Path(table_path) / "_delta_log").glob("*.json")):
-        for line in f.read_text().splitlines():
+        for line in f.read_text().split("\n"):  # Delta leaves U+2028 raw inside strings
             info = json.loads(line).get("commitInfo") if line.strip() else None
             if not info or info.get("operation") not in ("MERGE", "WRITE") or not info.get("userMetadata"):
                 continue

@@ -39,7 +39,7 @@ CREATE = ("CREATE TABLE big (id BIGINT PRIMARY KEY, grp INT, name VARCHAR(64), a
 def _added_files(path: str, version: int) -> int:
     """Data files the commit at `version` added."""
     text = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text()
-    return sum(1 for line in text.splitlines() if line.startswith('{"add"'))
+    return sum(1 for line in text.split("\n") if line.startswith('{"add"'))
 
 
 def bench_schema(spark: SparkSession, scratch: Path, rows: int) -> dict[str, Any]:
