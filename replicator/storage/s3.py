@@ -13,7 +13,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from replicator.errors import StorageError
@@ -257,8 +257,11 @@ class S3FileIO(FileIO):
         self._call(path, "remove", functools.partial(self.client.delete_object, Bucket=bucket, Key=key))
 
     def remove_tree(self, path: str) -> None:
+        self.remove_listed(path, [url for url, _ in self.files(path)])
+
+    def remove_listed(self, path: str, files: Sequence[str]) -> None:
         bucket, _ = split_url(path)
-        keys = [split_url(url)[1] for url, _ in self.files(path)]
+        keys = [split_url(url)[1] for url in files]
         for i in range(0, len(keys), 1000):
             chunk = [{"Key": k} for k in keys[i:i + 1000]]
             self._call(path, "remove", functools.partial(
