@@ -35,7 +35,7 @@ def write_dead_letters(
         edge.fence = warehouse.fence
     path = str(warehouse.dead_letters_path)
     ref = delta_ref(path)
-    clear_unborn_table(path)  # a crash inside this CREATE must not leave a table that never exists
+    clear_unborn_table(path, edge.fence)  # a crash inside this CREATE must not leave a table that never exists
     edge.sql_retrying(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta", f"CREATE {path}")
     now = dt.datetime.now(dt.UTC)
     rows = [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, protocol, err, now) for r, err in items]

@@ -32,10 +32,11 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -146,7 +147,11 @@ def key_range_from(spec: TableSpec, bounds: Callable[[int], tuple[Any, Any]]) ->
 _COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint\b.*)$|^_last_checkpoint$")
 
 
-def clear_unborn_table(path: str) -> bool:
+def _has_commit(names: Iterable[str]) -> bool:
+    return any(_COMMIT_FILE.match(name) for name in names)
+
+
+def clear_unborn_table(path: str, fence: Callable[[], None] | None = None) -> bool:
     """Remove a table directory that a crash left with a `_delta_log` but no commit in it.
 
     Why: a process killed inside CREATE TABLE can leave `_delta_log/` (e.g. only `_staged_commits/`)
@@ -154,13 +159,24 @@ def clear_unborn_table(path: str) -> bool:
     EXISTS` silently does nothing and every later MERGE fails with DELTA_TABLE_NOT_FOUND, on every
     rerun. Such a directory holds no data (nothing was ever committed), and the replicator's table
     paths are its own, so it is safe to remove. True when something was removed.
+
+    Fenced like a commit: `fence` (the writer lease's check, `Warehouse.fence`) runs right before
+    the removal and raises LeaseLostError once this run no longer holds the warehouse, whose new
+    holder may be creating this very table. Exactly the files of one listing are removed (then the
+    directories left empty), so a commit written after it is never removed.
     """
     io = fileio_for(path)
     log_dir = io.join(path, "_delta_log")
-    if not io.exists(log_dir) or any(_COMMIT_FILE.match(name) for name in io.children(log_dir)):
+    if not io.exists(log_dir) or _has_commit(io.children(log_dir)):
         return False
+    listed = [file for file, _size in io.files(path)]
+    if _has_commit(posixpath.basename(file) for file in listed
+                   if posixpath.dirname(file).rstrip("/") == log_dir.rstrip("/")):
+        return False  # committed since the first look
+    if fence is not None:
+        fence()
     log.warning("removing %s: a table directory without any Delta commit (left by a crash in CREATE TABLE)", path)
-    io.remove_tree(path)
+    io.remove_listed(path, listed)
     return True
 
 
@@ -283,7 +299,7 @@ class DeltaApplier(DeltaEdge):
     # -- tables ----------------------------------------------------------------------------------
     def create_table(self, path: str, spec: TableSpec) -> None:
         """CREATE TABLE IF NOT EXISTS at `path` (idempotent: re-running after a crash is a no-op)."""
-        clear_unborn_table(path)
+        clear_unborn_table(path, self.fence)
         cols = ", ".join(column_ddl(c) for c in spec.columns)
         properties = {**create_properties(self.table_features, (c.name for c in spec.columns)), **LOG_PROPERTIES}
         props = ", ".join(f"{quote_string(k)} = {quote_string(v)}" for k, v in properties.items())

@@ -47,6 +47,11 @@ LOCALFS_CONF = {
     "spark.hadoop.fs.file.impl": "replicator.localfs.NioLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "replicator.localfs.NioLocalFs",
 }
+DELTA_SESSION_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+"""What any session needs to run Delta's SQL (this one's, and a user's job: `replicator spark-conf`)."""
 _LOCK = threading.Lock()
 _verbose = False
 _catalog_uri: str | None = None
@@ -189,6 +194,13 @@ def commit_store_conf(jars_: list[str]) -> dict[str, str]:
         return {}
     # Through spark.jars only (not the JVMs' class path): it extends Delta's classes, which load there.
     return {f"spark.delta.logStore.{scheme}.impl": jars.COMMIT_STORE_CLASS for scheme in ("s3a", "s3")}
+
+
+def log_store_conf(jars_: list[str]) -> dict[str, str]:
+    """`commit_store_conf` less what the user's `[spark]` settings set themselves (a DynamoDB log
+    store wins): what the replicator's session, and `replicator spark-conf`, give s3a:// tables."""
+    user = storage_options().spark_conf
+    return {k: v for k, v in commit_store_conf(jars_).items() if k not in user}
 
 
 def _merged_conf(*confs: dict[str, str]) -> dict[str, str]:
@@ -350,10 +362,10 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         builder = SparkSession.builder.appName(app_name)
         if master is not None:
             builder = builder.master(master)
+        for delta_key, delta_value in DELTA_SESSION_CONF.items():
+            builder = builder.config(delta_key, delta_value)
         builder = (
             builder
-            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
             .config("spark.sql.session.timeZone", "UTC")
             # Generated SQL embeds untrusted upstream names: Spark must not expand ${var}/${env:X}
             # in statement text before parsing (quoting cannot stop that).
@@ -394,9 +406,7 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_java_options(jar_list)))
         if jar_list is not None:
             builder = builder.config("spark.jars", ",".join(jar_list))
-            user = storage_options().spark_conf  # the user's [spark] settings win (a DynamoDB log store)
-            store = {k: v for k, v in commit_store_conf(jar_list).items() if k not in user}
-            for key, value in _merged_conf(local_fs_conf(jar_list), store).items():
+            for key, value in _merged_conf(local_fs_conf(jar_list), log_store_conf(jar_list)).items():
                 builder = builder.config(key, value)
         try:
             if _verbose:

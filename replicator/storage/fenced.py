@@ -64,27 +64,54 @@ class FencedWriter:
                              "it stops without writing more")
 
 
-_honoured: dict[str, bool] = {}
+# Per probed directory: why its store cannot fence a stale writer, or None when it can.
+_honoured: dict[str, str | None] = {}
 
 
-def honours_conditional_writes(io: FileIO, directory: str) -> bool:
-    """Whether the store refuses a second create-if-absent of one object (`If-None-Match: *`):
-    probed once per process and directory with a scratch object, removed again."""
+def _probe(io: FileIO, probe: str) -> str | None:
+    """What the store got wrong of the conditional PUTs the lease and the progress rely on, or None."""
+    first = io.create(probe, b"1")
+    if first is None:
+        return "a PUT with If-None-Match: * of a new scratch object was refused"
+    if io.create(probe, b"2") is not None:
+        return "a second PUT with If-None-Match: * succeeded"
+    second = io.replace(probe, b"3", first)
+    if second is None:
+        return "a PUT with If-Match: <the current ETag> was refused"
+    if second == first:
+        return "an overwrite with other bytes kept the same ETag"
+    if io.replace(probe, b"4", first) is not None:
+        return "a PUT with If-Match: <an outdated ETag> succeeded"
+    return None
+
+
+def conditional_write_failure(io: FileIO, directory: str) -> str | None:
+    """Why the store would let a stale writer overwrite the lease or the progress (None: it would
+    not): it must refuse a second create-if-absent (`If-None-Match: *`) and a replace conditioned
+    on an outdated ETag (`If-Match`). Probed once per process and directory with a scratch object,
+    removed again."""
     if directory not in _honoured:
         probe = io.join(directory, f".conditional-write-probe-{uuid.uuid4().hex[:12]}")
         try:
-            first, second = io.create(probe, b"1"), io.create(probe, b"2")
+            _honoured[directory] = _probe(io, probe)
         finally:
             io.remove(probe)
-        _honoured[directory] = first is not None and second is None
     return _honoured[directory]
+
+
+def honours_conditional_writes(io: FileIO, directory: str) -> bool:
+    """Whether the store honours `If-None-Match: *` and `If-Match` (see conditional_write_failure)."""
+    return conditional_write_failure(io, directory) is None
 
 
 def require_conditional_writes(io: FileIO, directory: str) -> None:
     """Refuse a store that ignores conditional PUTs, unless the user said one writer is ensured."""
-    if storage_options().conditional_writes and not honours_conditional_writes(io, directory):
+    if not storage_options().conditional_writes:
+        return
+    failure = conditional_write_failure(io, directory)
+    if failure is not None:
         raise ConfigError(
-            f"{io.describe()} ignores conditional writes (a second PUT with If-None-Match: * succeeded): a "
-            "stale replicator run could overwrite Delta commits and progress there; use a store that honours "
-            "them (S3, S3Proxy 4 or later, most S3-compatible stores), or, if one writer per warehouse is "
-            f"ensured otherwise, pass --s3-conditional-writes false ({CONDITIONAL_ENV}=false)")
+            f"{io.describe()} ignores conditional writes ({failure}): a stale replicator run could overwrite "
+            "Delta commits and progress there; use a store that honours them (S3, S3Proxy 4 or later, most "
+            "S3-compatible stores), or, if one writer per warehouse is ensured otherwise, pass "
+            f"--s3-conditional-writes false ({CONDITIONAL_ENV}=false)")

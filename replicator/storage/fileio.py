@@ -19,7 +19,7 @@ import os
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +106,13 @@ class FileIO(ABC):
     def remove(self, path: str) -> None:
         """Remove one file (nothing when it is absent)."""
         self.remove_tree(path)
+
+    def remove_listed(self, path: str, files: Sequence[str]) -> None:
+        """Remove exactly `files` (one listing of `path`), then the directories below `path` (and
+        `path`) left empty: a file written there since the listing is kept, never listed again to
+        be removed."""
+        for file in files:
+            self.remove(file)
 
     def join(self, base: str, *parts: str) -> str:
         return posixpath.join(base, *parts)

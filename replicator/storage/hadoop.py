@@ -15,9 +15,10 @@ session is made only when a Hadoop URL is first used, as before.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from replicator.errors import StorageError
@@ -142,3 +143,18 @@ class HadoopFileIO(FileIO):
     def remove_tree(self, path: str) -> None:
         fs, p = self._fs(path)
         fs.delete(p, True)
+
+    def remove_listed(self, path: str, files: Sequence[str]) -> None:
+        fs, root = self._fs(path)
+        for file in files:
+            fs.delete(self._fs(file)[1], False)
+
+        def prune(p: Any) -> None:  # depth first; a directory written to since is not empty: kept
+            for status in fs.listStatus(p):
+                if status.isDirectory():
+                    prune(status.getPath())
+            with contextlib.suppress(Exception):
+                fs.delete(p, False)
+
+        if fs.exists(root):
+            prune(root)

@@ -8,7 +8,7 @@ import fcntl
 import hashlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -109,6 +109,14 @@ class LocalFileIO(FileIO):
         for name in (path, f"{path}.guard"):  # and the guard of its conditional writes
             with suppress(FileNotFoundError):
                 os.unlink(name)
+
+    def remove_listed(self, path: str, files: Sequence[str]) -> None:
+        for file in files:
+            with suppress(FileNotFoundError):
+                os.unlink(file)
+        for root, _dirs, _names in os.walk(path, topdown=False):
+            with suppress(OSError):  # not empty: something was written since the listing
+                os.rmdir(root)
 
     def join(self, base: str, *parts: str) -> str:
         return os.path.join(base, *parts)

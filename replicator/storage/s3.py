@@ -13,7 +13,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from replicator.errors import StorageError
@@ -134,24 +134,37 @@ class S3FileIO(FileIO):
         return StorageError(f"cannot {what} {url} on {self.describe()}: {code or status} {err.get('Message', '')}"
                             .rstrip())
 
+    def _etag(self, etag: object, url: str, what: str) -> str:
+        """A response's entity tag: every S3 GET and PUT answers one, and the writer lease and the
+        progress writes are conditioned on it, so one without it stops the run (not a KeyError)."""
+        if not etag:
+            raise StorageError(
+                f"cannot {what} {url}: {self.describe()} answered without an ETag, which the writer lease and "
+                "the progress writes are conditioned on (If-Match); the store does not support ETags or "
+                "conditional writes: check that --s3-endpoint is an S3-compatible store that does (Amazon S3, "
+                "S3Proxy 4 or later, most others), or use a local directory (--s3-conditional-writes false "
+                "does not help here: the lease still needs ETags)")
+        return str(etag)
+
     @staticmethod
     def _code(exc: Any) -> str:
         return str(exc.response.get("Error", {}).get("Code", ""))
 
     # -- FileIO ------------------------------------------------------------------------------------
-    def _get(self, url: str) -> tuple[bytes, str] | None:
+    def _get(self, url: str) -> tuple[bytes, str | None] | None:
         from botocore.exceptions import ClientError
 
         bucket, key = split_url(url)
 
-        def get() -> tuple[bytes, str] | None:
+        def get() -> tuple[bytes, str | None] | None:
             try:
                 resp = self.client.get_object(Bucket=bucket, Key=key)
             except ClientError as exc:
                 if self._code(exc) in ("NoSuchKey", "404"):
                     return None
                 raise
-            return resp["Body"].read(), str(resp["ETag"])
+            etag = resp.get("ETag")
+            return resp["Body"].read(), str(etag) if etag else None
 
         return self._call(url, "read", get)
 
@@ -161,7 +174,7 @@ class S3FileIO(FileIO):
 
     def read_versioned(self, path: str) -> Versioned | None:
         got = self._get(path)
-        return None if got is None else Versioned(*got)
+        return None if got is None else Versioned(got[0], self._etag(got[1], path, "read the entity tag of"))
 
     def write(self, path: str, data: bytes) -> None:
         bucket, key = split_url(path)
@@ -179,7 +192,7 @@ class S3FileIO(FileIO):
                 if self._code(exc) in _CONDITION_CODES or self._code(exc) in ("NoSuchKey", "404"):
                     return None
                 raise
-            return str(resp["ETag"])
+            return self._etag(resp.get("ETag"), path, "write")
 
         return self._call(path, "write", put)
 
@@ -244,8 +257,11 @@ class S3FileIO(FileIO):
         self._call(path, "remove", functools.partial(self.client.delete_object, Bucket=bucket, Key=key))
 
     def remove_tree(self, path: str) -> None:
+        self.remove_listed(path, [url for url, _ in self.files(path)])
+
+    def remove_listed(self, path: str, files: Sequence[str]) -> None:
         bucket, _ = split_url(path)
-        keys = [split_url(url)[1] for url, _ in self.files(path)]
+        keys = [split_url(url)[1] for url in files]
         for i in range(0, len(keys), 1000):
             chunk = [{"Key": k} for k in keys[i:i + 1000]]
             self._call(path, "remove", functools.partial(

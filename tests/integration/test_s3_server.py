@@ -77,6 +77,24 @@ def test_if_match_replaces_only_when_unchanged(s3_server: S3Server) -> None:
     assert _status(stale.value) == 412
 
 
+def test_the_start_up_probe_of_conditional_writes_passes(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe a run makes before taking its lease (storage/fenced.py): a second If-None-Match: *
+    create and a PUT with an outdated If-Match are both refused; the scratch object is removed."""
+    from replicator.storage.fenced import conditional_write_failure, require_conditional_writes
+    from replicator.storage.options import StorageOptions
+    from replicator.storage.s3 import S3FileIO
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    store = S3FileIO(StorageOptions(endpoint=s3_server.endpoint, region=s3_server.region))
+    prefix = s3_server.new_prefix()
+    directory = f"s3a://{s3_server.bucket}/{prefix}/_replicator"
+    assert conditional_write_failure(store, directory) is None
+    require_conditional_writes(store, directory)
+    listed = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=f"{prefix}/")
+    assert listed.get("KeyCount") == 0, listed.get("Contents")
+
+
 def test_wrong_secret_and_anonymous_requests_are_refused(s3_server: S3Server) -> None:
     import boto3
     from botocore.config import Config

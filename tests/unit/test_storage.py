@@ -17,6 +17,7 @@ from replicator.errors import LeaseLostError, StateError
 from replicator.storage import Location, as_location, fileio_for, is_url, normalise_root
 from replicator.storage.lease import Holder, Lease, _boot_id, _pid_namespace, process_start
 from replicator.storage.local import LocalFileIO
+from replicator.storage.local import _etag as _local_etag
 from replicator.storage.steplog import SEGMENT_RECORDS, StepLog
 
 
@@ -215,6 +216,31 @@ def test_a_store_that_ignores_conditional_writes_is_refused_in_one_line(tmp_path
         require_conditional_writes(_IgnoresConditions(), str(tmp_path / "ignores"))
     finally:
         configure(saved)
+        _honoured.clear()
+
+
+class _IgnoresIfMatch(LocalFileIO):
+    """A store that refuses a second create but replaces whatever the ETag it is given."""
+
+    def replace(self, path: str, data: bytes, etag: str) -> str | None:
+        current = self.read(path)
+        return None if current is None else super().replace(path, data, _local_etag(current))
+
+
+def test_a_store_that_ignores_if_match_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The lease and state.json rely on a stale If-Match being refused (412), not only If-None-Match."""
+    from replicator.errors import ConfigError
+    from replicator.storage.fenced import _honoured, honours_conditional_writes, require_conditional_writes
+
+    try:
+        assert honours_conditional_writes(LocalFileIO(), str(tmp_path / "honours"))
+        with pytest.raises(ConfigError) as err:
+            require_conditional_writes(_IgnoresIfMatch(), str(tmp_path / "ignores"))
+        message = str(err.value)
+        assert "\n" not in message and "If-Match: <an outdated ETag> succeeded" in message
+        assert "--s3-conditional-writes false" in message
+        assert not list((tmp_path / "ignores").iterdir()), "the probe object is removed again"
+    finally:
         _honoured.clear()
 
 
