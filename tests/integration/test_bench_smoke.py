@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,20 @@ from tests.integration.helpers import run_engine
 from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
+
+
+def in_process_runner(spark: Any) -> Callable[[str, str, str, Path, int, Path], dict[str, Any]]:
+    """A catch-up run in this process on the test session's Spark, shaped as the bench's subprocess
+    runner's result (its RSS and CPU figures zero)."""
+
+    def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
+                   workdir: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol, max_buffer_rows=max_buffer_rows)
+        return {"wall_s": time.perf_counter() - t0, "summary": summary.to_json(), "driver_peak_rss": 0,
+                "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+
+    return in_process
 
 
 def test_rss_sampler_sees_a_child_and_its_peak() -> None:
@@ -89,12 +104,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
                             out=tmp_path / "out", quick=True)
     env_before = {k: os.environ.get(k) for k in s3_server.env()}
 
-    def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
-                   workdir: Path) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol, max_buffer_rows=max_buffer_rows)
-        return {"wall_s": time.perf_counter() - t0, "summary": summary.to_json(), "driver_peak_rss": 0,
-                "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+    in_process = in_process_runner(spark)
 
     results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"],
                                "config": {"events": cfg.events}, "notes": []}
@@ -298,12 +308,7 @@ def test_skew_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path:
                             skew_buffers=(600, DEFAULT_BUFFER_ROWS), skew_protocols=("canal-json",), sections=("skew",),
                             out=tmp_path / "out", quick=True)
 
-    def in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path, max_buffer_rows: int,
-                   workdir: Path) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol, max_buffer_rows=max_buffer_rows)
-        return {"wall_s": time.perf_counter() - t0, "summary": summary.to_json(), "driver_peak_rss": 0,
-                "jvm_peak_rss": 0, "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+    in_process = in_process_runner(spark)
 
     results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"], "config": {}, "notes": []}
     results["skew"] = bench_skew(cfg, kafka_bootstrap, tmp_path, runner=in_process)
