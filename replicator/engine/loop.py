@@ -150,7 +150,6 @@ class ControlLoop:
         self._grid_wm = -1  # the watermark at the last interval step (step_end)
         self._paused: frozenset[TP] = frozenset()  # what `pace` told the source to leave unread
         self._unpaced_at = -1  # the watermark at which `pace` gave up pausing (it resumes past it)
-        self.pauses = 0  # times `pace` paused partitions (tests, debug log)
 
     @property
     def progress(self) -> Progress:
@@ -252,8 +251,6 @@ class ControlLoop:
         pressed = windower.buffered_rows >= self.options.max_buffer_rows * PRESSURE and wm > self._unpaced_at
         want = windower.ahead_partitions() if pressed else frozenset()
         if want or self._paused:  # also after partitions were added (assigning may resume them)
-            if want - self._paused:
-                self.pauses += 1
             if want != self._paused:
                 log.debug("pacing: %d rows buffered, watermark %d: reading only %s", windower.buffered_rows, wm,
                           ", ".join(str(p) for p in windower.partitions if p not in want))
