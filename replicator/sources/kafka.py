@@ -361,13 +361,18 @@ class KafkaSource:
         self._last_ok = time.monotonic()
         self._probe_delay = self.settings.probe_after_s
 
-    def _unreachable(self, exc: Exception) -> None:
+    def _unreachable(self, exc: Exception, backoff: bool = True) -> None:
+        """Count an outage against the retry budget; `backoff` (a poll or probe, not a position
+        lookup) also doubles the delay to the next probe."""
         now = time.monotonic()
         if self._down_since is None:
             self._down_since = self._last_ok
             self.outages += 1
         down = now - self._down_since
         self._check_budget(f"{self._where()} unreachable", down, exc)
+        if not backoff:
+            log.info("%s unreachable for %.0fs (%s) asking a position", self._where(), down, exc)
+            return
         log.warning("%s unreachable for %.0fs (%s); retrying, budget %.0fs", self._where(), down, exc,
                     self.settings.retry_budget_s)
         self._last_ok = now  # next probe after the (doubled) delay
@@ -381,9 +386,13 @@ class KafkaSource:
             ) from None
 
     def _position(self, tp: Any) -> int | None:
-        """The next offset to read; bounded (kafka-python may validate a position over the network
-        after a leader change, which would otherwise wait for an absent broker forever)."""
-        pos = self._consumer.position(tp, timeout_ms=self.PROBE_TIMEOUT_MS)
+        """The next offset to read, None when unknown; bounded. After a broker restart kafka-python
+        validates it over the network (KIP-320) and may raise: an outage like a failed poll."""
+        try:
+            pos = self._consumer.position(tp, timeout_ms=self.PROBE_TIMEOUT_MS)
+        except self._KafkaError as exc:
+            self._unreachable(exc, backoff=False)
+            return None
         return None if pos is None else int(pos)
 
     def backlogged(self) -> bool:
@@ -558,7 +567,10 @@ class KafkaSource:
             log.warning("could not commit consumer-group offsets: %s", exc)
 
     def close(self) -> None:
-        self._consumer.close(timeout_ms=self.COMMIT_TIMEOUT_MS)
+        try:  # a broker away at the end must not hide how the run ended
+            self._consumer.close(timeout_ms=self.COMMIT_TIMEOUT_MS)
+        except self._KafkaError as exc:
+            log.debug("closing the consumer: %s", exc)
         self._drop_admin()
 
 

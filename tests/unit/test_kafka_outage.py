@@ -1,0 +1,71 @@
+"""A broker restart seen while asking a position: kafka-python validates positions over the
+network after a leader change (KIP-320) and raises that request's connection error from
+`position()`. It is an outage like a failed poll: counted against the retry budget, never a raw
+kafka-python error out of the run (seen: a restart mid-run stopped the run with
+KafkaConnectionError instead of reading on once the broker was back)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import TopicPartition
+from kafka.errors import KafkaConnectionError, KafkaError
+
+from replicator.errors import KafkaSourceError
+from replicator.events import TP
+from replicator.sources.kafka import KafkaSettings, KafkaSource, SourceHints
+
+
+class _Consumer:
+    """Positions while the broker is away (`down`) or back."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.asked = 0
+
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
+        self.asked += 1
+        if self.down:
+            raise KafkaConnectionError("111 ECONNREFUSED")
+        return 10
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return 12
+
+
+def _source(budget_s: float) -> tuple[KafkaSource, _Consumer]:
+    """A KafkaSource past `start` on one partition whose end offset at start was 10."""
+    src = KafkaSource.__new__(KafkaSource)
+    src.settings = KafkaSettings("127.0.0.1:1", topic="t", retry_budget_s=budget_s)
+    src.hints = SourceHints()
+    src._KafkaError = KafkaError
+    src._tps = [TopicPartition("t", 0)]
+    src._end = {TP("t", 0): 10}
+    src._latest_end = {}
+    src._last_ok = time.monotonic()
+    src._down_since = None
+    src._probe_delay = src.settings.probe_after_s
+    src.outages = 0
+    consumer = _Consumer()
+    src._consumer = consumer
+    return src, consumer
+
+
+def test_a_failed_position_is_an_outage_within_the_budget() -> None:
+    src, consumer = _source(budget_s=60.0)
+    assert src.caught_up() is False  # position unknown: not caught up, and no raw error
+    assert src.backlogged() is False
+    assert src.partition_lags() == {TP("t", 0): 12}
+    assert src.outages == 1  # one outage, however often it was asked
+    assert src._probe_delay == src.settings.probe_after_s  # a position lookup is not a probe
+    consumer.down = False
+    assert src.caught_up() is True
+    assert src.backlogged() is True  # position 10 below the high watermark 12
+
+
+def test_a_failed_position_past_the_budget_stops_clearly() -> None:
+    src, _ = _source(budget_s=0.0)
+    src._last_ok -= 1.0  # the last answer was a second ago
+    with pytest.raises(KafkaSourceError, match=r"unreachable for .*retry budget 0s.*KafkaConnectionError"):
+        src.caught_up()
