@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from replicator.delta.edge import DeltaEdge
+from replicator.delta.edge import DeltaEdge, one_file
 from replicator.delta.merge import clear_unborn_table, delta_ref
 from replicator.delta.warehouse import Warehouse
 from replicator.events import Record
@@ -39,7 +39,7 @@ def write_dead_letters(
     edge.sql_retrying(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta", f"CREATE {path}")
     now = dt.datetime.now(dt.UTC)
     rows = [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, protocol, err, now) for r, err in items]
-    df = spark.createDataFrame(rows, schema=DEAD_LETTER_DDL.replace("`", ""))
+    df = one_file(spark.createDataFrame(rows, schema=DEAD_LETTER_DDL.replace("`", "")), len(rows))
     view = "replicator_dead_letters_src"
     df.createOrReplaceTempView(view)
     try:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from replicator.errors import StorageError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("replicator")
 
@@ -48,6 +48,19 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 COMMIT_KINDS = ("append", "merge", "ddl")
 _DDL_WORDS = frozenset({"ALTER", "CREATE", "DROP", "TRUNCATE", "DELETE", "UPDATE", "RESTORE", "REPLACE", "REORG",
                         "OPTIMIZE", "VACUUM"})
+
+
+# A source of at most ONE_FILE_MAX_ROWS changes is written from one partition. An append (or a
+# MERGE's insert-only path) writes a file per partition of its source, and an Arrow table becomes
+# `spark.default.parallelism` partitions: every small step left two tiny files in every table it
+# touched (docs/delta.md, "Files per step"). Coalescing needs no shuffle and no Spark job; above
+# the bound the partitions write in parallel and no file is small.
+ONE_FILE_MAX_ROWS = 100_000
+
+
+def one_file(frame: DataFrame, rows: int) -> DataFrame:
+    """`frame` (a write's source of `rows` changes) as one partition when it is small."""
+    return frame.coalesce(1) if rows <= ONE_FILE_MAX_ROWS else frame
 
 
 def statement_kind(statement: str) -> str | None:

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from replicator.changes import Change, all_fresh
-from replicator.delta.edge import DeltaEdge, is_commit_raced
+from replicator.delta.edge import DeltaEdge, is_commit_raced, one_file
 from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
@@ -423,7 +423,7 @@ class DeltaApplier(DeltaEdge):
                                            rows=len(changes), deletes=deletes)
             source = self.source_table(spec, changes)
             view = f"replicator_src_{uuid.uuid4().hex[:12]}"
-            self.spark.createDataFrame(source).createOrReplaceTempView(view)
+            one_file(self.spark.createDataFrame(source), source.num_rows).createOrReplaceTempView(view)
             try:
                 return self._merge_view(path, spec, quote_ident(view), len(changes), deletes,
                                         lambda: key_range_predicate(spec, source), version, metadata)
@@ -470,7 +470,7 @@ class DeltaApplier(DeltaEdge):
                      metadata: dict[str, Any]) -> MergeResult:
         """Append the upserts of `source` (fresh inserts, no deletes) with one INSERT."""
         view = f"replicator_src_{uuid.uuid4().hex[:12]}"
-        self.spark.createDataFrame(source).createOrReplaceTempView(view)
+        one_file(self.spark.createDataFrame(source), source.num_rows).createOrReplaceTempView(view)
         try:
             return self._append_ref(path, spec, quote_ident(view), source.num_rows, version, metadata)
         finally:
@@ -524,7 +524,7 @@ class DeltaApplier(DeltaEdge):
                 self._done(path, uid, version)
                 return MergeResult(n, 0, d, self.cached_version(path), False, kind="none", pre_images=pre)
             view = f"replicator_src_{uuid.uuid4().hex[:12]}"
-            frame.createOrReplaceGlobalTempView(view)
+            one_file(frame, n).createOrReplaceGlobalTempView(view)
             ref = f"global_temp.{quote_ident(view)}"
 
             def write(as_merge: bool) -> MergeResult:

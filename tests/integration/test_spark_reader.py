@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from replicator.delta.deadletter import read_dead_letters
+from replicator.delta.merge import delta_ref
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import DecodeError
 from replicator.sim.simcheck import check_warehouse
@@ -46,6 +47,21 @@ def _dead(spark: Any, wh: Path) -> list[tuple[Any, ...]]:
             for d in read_dead_letters(spark, Warehouse(wh))]
 
 
+def _most_files_a_step_added(spark: Any, wh: Path) -> int:
+    """The most data files one append or MERGE added to a table (delta/edge.py `one_file`)."""
+    most = 0
+    for e in Warehouse(wh).load_state().tables.values():
+        if e.status != "live":
+            continue
+        for h in spark.sql(f"DESCRIBE HISTORY {delta_ref(e.path)}").collect():
+            m = h["operationMetrics"] or {}
+            if h["operation"] == "WRITE" and (h["operationParameters"] or {}).get("mode") == "Append":
+                most = max(most, int(m.get("numFiles", "0")))
+            elif h["operation"] == "MERGE":
+                most = max(most, int(m.get("numTargetFilesAdded", "0")))
+    return most
+
+
 @pytest.mark.parametrize("protocol", [pytest.param("open", marks=pytest.mark.soak), "craft"])  # open: `make soak`
 def test_spark_reader_equals_driver_reader(kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str) -> None:
     sim, msgs = _sim(protocol, seed=31 if protocol == "open" else 32)
@@ -62,6 +78,8 @@ def test_spark_reader_equals_driver_reader(kafka_bootstrap: str, spark: Any, tmp
         a.records, a.rows, a.replays_dropped, a.already_applied, a.watermark)
     assert b.replays_dropped > 0 and b.ddl_applied == a.ddl_applied > 0
     assert a.tables_appended > 0, "the driver reader appends fresh inserts"
+    assert _most_files_a_step_added(spark, driver) == _most_files_a_step_added(spark, on_spark) == 1, \
+        "a small step writes one file per table, from either reader"
 
 
 def _with_garbage(msgs: list[tuple[int, bytes | None, bytes]], protocol: str) -> list[tuple[int, bytes | None, bytes]]:

@@ -1,0 +1,71 @@
+"""A small step writes one file per table (delta/edge.py `one_file`): an append, the insert into
+an empty table, and a small MERGE each add one data file (and a MERGE at most one change-data
+file), not one per partition of the step's source. Real broker, real Delta, canal-json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replicator.codec import codec_for
+from replicator.delta.merge import delta_ref
+from replicator.delta.warehouse import Warehouse
+from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
+from tests.integration.helpers import produce, read_table, run_engine
+from tests.kafka_fixtures import new_topic
+
+pytestmark = pytest.mark.integration
+
+KEY = int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY | Flag.BINARY)
+
+
+def _row(ts: int, op: Op, key: int, v: str, pre: str | None = None) -> RowChange:
+    def image(value: str) -> tuple[Column, ...]:
+        return (Column("id", TypeCode.LONG, KEY, key), Column("v", TypeCode.VARCHAR, 0, value))
+
+    if op is Op.DELETE:
+        return RowChange(ts, "s", "t", op, (), image(v))
+    return RowChange(ts, "s", "t", op, image(v), image(pre) if pre is not None else ())
+
+
+def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    events: list[Any] = [DdlEvent(10, "s", "t", 3, "CREATE TABLE `s`.`t` (`id` INT PRIMARY KEY, `v` VARCHAR(8))")]
+    ts, expected = 11, {}
+    for step in range(4):  # inserts only: the first into the empty table, then appends
+        for k in range(step * 5, step * 5 + 5):
+            events.append(_row(ts, Op.INSERT, k, f"a{k}"))
+            expected[k] = f"a{k}"
+            ts += 1
+        events.append(Resolved(ts))
+        ts += 1
+    for step in range(3):  # updates and deletes of earlier keys, plus new keys: MERGEs
+        for k in (step, step + 10):
+            events.append(_row(ts, Op.UPDATE, k, f"u{k}", pre=expected[k]))
+            expected[k] = f"u{k}"
+            ts += 1
+        events.append(_row(ts, Op.DELETE, step + 5, expected.pop(step + 5)))
+        events.append(_row(ts + 1, Op.INSERT, 100 + step, f"n{step}"))
+        expected[100 + step] = f"n{step}"
+        ts += 2
+        events.append(Resolved(ts))
+        ts += 1
+    topic = new_topic(kafka_bootstrap, 1)
+    produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec_for("canal-json").encode(events)])
+    wh = tmp_path / "wh"
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2)
+    assert summary.error is None and summary.watermark == ts - 1
+
+    assert {r["id"]: r["v"] for r in read_table(spark, wh, "s", "t")} == expected
+    entry = Warehouse(wh).load_state().live_table("s", "t")
+    assert entry is not None
+    history = sorted(spark.sql(f"DESCRIBE HISTORY {delta_ref(entry.path)}").collect(), key=lambda h: h["version"])
+    writes = [(h["operation"], h["operationMetrics"]) for h in history if h["operation"] in ("WRITE", "MERGE")]
+    assert [op for op, _ in writes] == ["WRITE"] * 4 + ["MERGE"] * 3, writes
+    for op, m in writes:
+        if op == "WRITE":
+            assert m["numFiles"] == "1", f"an append of a small step writes one file: {m}"
+        else:
+            assert m["numTargetFilesAdded"] == "1", f"a small MERGE writes one data file: {m}"
+            assert int(m.get("numTargetChangeFilesAdded", "0")) <= 1, f"and at most one change-data file: {m}"
