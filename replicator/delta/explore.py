@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replicator.delta.catalog import IMPLEMENTATION_CONF, URIS_CONF, CatalogConfig
-from replicator.delta.shardview import Shard, ShardedView, table_versions_at
+from replicator.delta.shardview import Shard, ShardedView, earliest_readable, readable_steps, table_versions_at
 from replicator.delta.warehouse import TableEntry, Warehouse
 from replicator.events import tso_physical_ms, tso_to_datetime
 from replicator.storage import is_url
@@ -166,12 +166,18 @@ class Explorer:
         every shard's tables held together, at most the smallest of the shards' watermarks)."""
         if self.sharded:
             return self.shards().watermarks()
-        return sorted({int(w.get("applied_ts", w["hi"])) for w in self.warehouse.windows()})
+        return sorted({int(w.get("applied_ts", w["hi"])) for w in readable_steps(self.warehouse.windows())})
 
     def version_at(self, uid: str, watermark: int) -> int | None:
         """The Delta version table `uid` had when the replicator's applied watermark was `watermark`."""
         version = None
-        for w in self._records(uid):
+        records = self._records(uid)
+        earliest = earliest_readable(records)
+        if earliest is not None and watermark < earliest:
+            raise ValueError(f"watermark {watermark} is older than the step log keeps (its steps before "
+                             f"{earliest} were rolled up after their retention, and their Delta files may "
+                             f"be vacuumed): the earliest readable watermark is {earliest} (see watermarks())")
+        for w in records:
             if int(w.get("applied_ts", w["hi"])) > watermark:
                 break
             t = w.get("tables", {}).get(uid)

@@ -21,10 +21,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replicator.delta.warehouse import State, TableEntry, Warehouse
+from replicator.storage.steplog import ROLLUP
 
 
 def step_ts(record: dict[str, Any]) -> int:
     return int(record.get("applied_ts", record["hi"]))
+
+
+def earliest_readable(records: list[dict[str, Any]]) -> int | None:
+    """Once the step log was rolled (storage/steplog.py `roll`), the first watermark it still
+    holds steps from: earlier ones are not offered (their Delta versions may have been vacuumed).
+    None when nothing was rolled. `records` in watermark order."""
+    if not records or records[0].get("kind") != ROLLUP:
+        return None
+    kept = [step_ts(r) for r in records if r.get("kind") != ROLLUP]
+    return kept[0] if kept else step_ts(records[-1])
+
+
+def readable_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps whose watermarks can be read at (every step but a rollup)."""
+    return [r for r in records if r.get("kind") != ROLLUP]
 
 
 @dataclass
@@ -58,6 +74,9 @@ class Shard:
         """Whether this shard's tables at their versions of the last step <= W held exactly W."""
         if watermark > self.applied_ts:
             return False
+        earliest = earliest_readable(self.records)
+        if earliest is not None and watermark < earliest:
+            return False  # rolled up (storage/steplog.py)
         ts = [step_ts(r) for r in self.records]
         i = bisect.bisect_left(ts, watermark)
         if i == len(ts) or ts[i] == watermark:
@@ -110,7 +129,7 @@ class ShardedView:
     def watermarks(self) -> list[int]:
         """The points every shard's tables can be read at together (ascending)."""
         bound = self.applied_ts
-        candidates = {step_ts(r) for s in self.shards for r in s.records if step_ts(r) <= bound}
+        candidates = {step_ts(r) for s in self.shards for r in readable_steps(s.records) if step_ts(r) <= bound}
         if bound:
             candidates.add(bound)
         return sorted(w for w in candidates if all(s.held(w) for s in self.shards))

@@ -53,6 +53,9 @@ from replicator.storage.lease import DEFAULT_LEASE_SECONDS, Lease
 from replicator.storage.steplog import StepLog
 
 STATE_FORMAT = 1
+# Steps older than this are folded into one record (`roll_step_log`): the default vacuum retention,
+# beyond which a snapshot at an old watermark may miss its files anyway.
+STEP_LOG_RETENTION = dt.timedelta(days=7)
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
@@ -382,6 +385,13 @@ class Warehouse:
 
     def windows(self) -> list[dict[str, Any]]:
         return self.steps.records()
+
+    def roll_step_log(self, keep: dt.timedelta | None = None, now: dt.datetime | None = None) -> int:
+        """Fold the steps logged more than `keep` (default STEP_LOG_RETENTION) ago into one rollup
+        record (storage/steplog.py); the number folded. The lease holder's job: a run every
+        ROLL_EVERY_STEPS steps (engine/applier.py), `replicator maintain`."""
+        self.fence()
+        return self.steps.roll((now or dt.datetime.now(dt.UTC)) - (STEP_LOG_RETENTION if keep is None else keep))
 
     def new_table_path(self, schema: str, table: str, uid: str) -> str:
         return (self.base / "tables" / safe_segment(schema) / f"{safe_segment(table)}-{uid}").path

@@ -21,6 +21,7 @@ from replicator.engine.sharding import ShardFilter
 from replicator.engine.spark_edge import SparkEdge
 from replicator.engine.summary import RunSummary, TableCounts
 from replicator.engine.window import Step
+from replicator.errors import LeaseLostError
 from replicator.events import Record, RowChange
 from replicator.faults import fault_point
 from replicator.metrics import Metrics
@@ -38,6 +39,9 @@ log = logging.getLogger("replicator")
 # Protocols whose messages name the operation, so an INSERT is an insert (engine/merging.py): the
 # Open Protocol and Craft write an update without old values exactly like an insert.
 NAMES_INSERTS = ("canal-json", "simple", "csv")
+# How often a run rolls up its step log's old steps (a read of the log's old part, and where the
+# store appends in place a rewrite of the file): about an hour of a busy follower's steps.
+ROLL_EVERY_STEPS = 1000
 
 
 class WarehouseApplier:
@@ -127,7 +131,22 @@ class WarehouseApplier:
         self.warehouse.save_state(state)
         if record is not None:
             self.metrics.step(str(record.get("kind", "window")), self._apply_s)
+            if record["step"] % ROLL_EVERY_STEPS == 0:
+                self._roll_step_log()
         self.after_commit()
+
+    def _roll_step_log(self) -> None:
+        """Keep the step log bounded (delta/warehouse.py `roll_step_log`); a failure to is not the
+        step's: it is logged and tried again ROLL_EVERY_STEPS steps later."""
+        try:
+            folded = self.warehouse.roll_step_log()
+        except LeaseLostError:
+            raise
+        except Exception as exc:
+            log.warning("could not roll up the step log at %s: %s; retried later", self.warehouse.steps.location, exc)
+            return
+        if folded:
+            log.info("step log: %d steps older than the retention rolled up", folded)
 
 
     def dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:

@@ -6,17 +6,60 @@ was. An object store cannot append, and rewriting one growing object every step 
 with every step, so there the log is a directory of segments, `windows/<first step>.jsonl`, each
 of at most SEGMENT_RECORDS records: a step rewrites only the last segment (one PUT, atomic), and
 the writer keeps that segment in memory (it holds the warehouse's lease: nobody else writes it).
+
+Bounded (`roll`): records older than a retention are folded into one `rollup` record that keeps
+what the views need from them (each table's last Delta version, the last applied watermark, how
+many steps were folded), so a follower's log holds a retention's worth of steps, not all of them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from replicator.storage.fenced import FencedWriter
 from replicator.storage.fileio import FileIO
 
 SEGMENT_RECORDS = 256
+ROLLUP = "rollup"  # the kind of the record that stands for the steps folded by `roll`
+
+
+def recorded_at(record: dict[str, Any]) -> dt.datetime:
+    return dt.datetime.fromisoformat(record["recorded_at"])
+
+
+def _after_rollup(records: Sequence[dict[str, Any]]) -> int:
+    """The index of the last rollup record (0 when there is none)."""
+    return max((i for i, r in enumerate(records) if r.get("kind") == ROLLUP), default=0)
+
+
+def _new_steps(records: Sequence[dict[str, Any]]) -> int:
+    """How many of `records` (in step order) no rollup among them stands for yet."""
+    return sum(1 for r in records[_after_rollup(records):] if r.get("kind") != ROLLUP)
+
+
+def fold(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One rollup record for `records` (in step order, an earlier rollup possibly first): the
+    last one's step, watermark and time, each table's last version, and the first change's ts."""
+    records = records[_after_rollup(records):]  # an earlier rollup stands for what precedes it
+    last = records[-1]
+    tables: dict[str, dict[str, int]] = {}
+    for r in records:
+        for uid, t in (r.get("tables") or {}).items():
+            if "version" in t:
+                tables[uid] = {"version": int(t["version"])}
+    first = records[0]
+    rolled = sum(int(r.get("rolled_steps", 1)) for r in records)
+    out: dict[str, Any] = {"step": last["step"], "kind": ROLLUP, "hi": last["hi"], "tables": tables,
+                           "recorded_at": last["recorded_at"], "rolled_steps": rolled,
+                           "first_step": int(first.get("first_step", first["step"]))}
+    if "applied_ts" in last:
+        out["applied_ts"] = last["applied_ts"]
+    if "lo" in first:
+        out["lo"] = first["lo"]
+    return out
 
 
 class StepLog:
@@ -85,6 +128,60 @@ class StepLog:
                         continue  # a torn last line from a crash mid-append
                     by_step[int(rec["step"])] = rec
         return [by_step[k] for k in sorted(by_step)]
+
+    def roll(self, before: dt.datetime) -> int:
+        """Fold the records written before `before` into one rollup record, keeping the newest
+        record (and, on an object store, the last segment) as they are; the number of steps
+        folded. Only the lease holder calls it (a maintenance run, or the follower between steps).
+        Crash-safe: the rollup is written before what it replaces is removed, and it carries the
+        step number of the last record it folds, so reading both keeps one of each step."""
+        if self.io.can_append:
+            records = self.records()
+            n = 0
+            while n < len(records) - 1 and recorded_at(records[n]) < before:
+                n += 1
+            steps = _new_steps(records[:n])
+            if steps:
+                lines = [json.dumps(r, sort_keys=True) + "\n" for r in [fold(records[:n]), *records[n:]]]
+                self.io.write(self.file, "".join(lines).encode())  # atomic (a rename where local)
+            return steps
+        names = sorted(n for n in self.io.children(self.segments) if n.endswith(".jsonl"))
+        old: list[str] = []
+        by_step: dict[int, dict[str, Any]] = {}  # read in name order: a rollup wins over what it folded
+        for name in names[:-1]:  # the last segment is the writer's: never rolled
+            recs = self._segment_records(name)
+            if recs and recorded_at(recs[-1]) >= before:
+                break
+            old.append(name)
+            by_step.update((int(r["step"]), r) for r in recs)
+        folded = [by_step[k] for k in sorted(by_step)]
+        steps = _new_steps(folded)
+        if steps:
+            rollup = fold(folded)
+            path = self.io.join(self.segments, f"{int(rollup['step']):012d}.{ROLLUP}.jsonl")
+            data = (json.dumps(rollup, sort_keys=True) + "\n").encode()
+            if self.writer is None:
+                self.io.write(path, data)
+            else:
+                self.writer.write(path, data)
+        elif folded and folded[-1].get("kind") == ROLLUP:  # what a roll cut short left behind
+            path = self.io.join(self.segments, f"{int(folded[-1]['step']):012d}.{ROLLUP}.jsonl")
+        else:
+            return 0
+        self.io.remove_listed(self.segments, [p for p in (self.io.join(self.segments, n) for n in old) if p != path])
+        return steps
+
+    def _segment_records(self, name: str) -> list[dict[str, Any]]:
+        data = self.io.read(self.io.join(self.segments, name)) or b""
+        out = []
+        for line in data.decode("utf-8").splitlines():
+            try:
+                rec = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:
+                continue  # a torn last line
+            if isinstance(rec, dict) and "step" in rec:
+                out.append(rec)
+        return out
 
     def last(self) -> dict[str, Any] | None:
         """The last step's last record (None before the first step), reading only the log's last

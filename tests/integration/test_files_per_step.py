@@ -4,14 +4,17 @@ file), not one per partition of the step's source. Real broker, real Delta, cana
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from replicator.codec import codec_for
+from replicator.delta import warehouse
 from replicator.delta.merge import delta_ref
 from replicator.delta.warehouse import Warehouse
+from replicator.engine import applier
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from tests.integration.helpers import produce, read_table, run_engine
 from tests.kafka_fixtures import new_topic
@@ -30,7 +33,11 @@ def _row(ts: int, op: Op, key: int, v: str, pre: str | None = None) -> RowChange
     return RowChange(ts, "s", "t", op, image(v), image(pre) if pre is not None else ())
 
 
-def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # and the run rolls its step log up as it goes (storage/steplog.py): every 3 steps, keeping none
+    monkeypatch.setattr(applier, "ROLL_EVERY_STEPS", 3)
+    monkeypatch.setattr(warehouse, "STEP_LOG_RETENTION", dt.timedelta(0))
     events: list[Any] = [DdlEvent(10, "s", "t", 3, "CREATE TABLE `s`.`t` (`id` INT PRIMARY KEY, `v` VARCHAR(8))")]
     ts, expected = 11, {}
     for step in range(4):  # inserts only: the first into the empty table, then appends
@@ -63,6 +70,9 @@ def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_pat
     history = sorted(spark.sql(f"DESCRIBE HISTORY {delta_ref(entry.path)}").collect(), key=lambda h: h["version"])
     writes = [(h["operation"], h["operationMetrics"]) for h in history if h["operation"] in ("WRITE", "MERGE")]
     assert [op for op, _ in writes] == ["WRITE"] * 4 + ["MERGE"] * 3, writes
+    log = Warehouse(wh).windows()  # 7 steps, rolled at step 3 (folding 1-2) and 6 (folding 3-5)
+    assert [r["kind"] for r in log] == ["rollup", "window", "window"] and log[0]["rolled_steps"] == 5
+    assert log[0]["tables"] == {entry.uid: {"version": history[5]["version"]}}
     for op, m in writes:
         if op == "WRITE":
             assert m["numFiles"] == "1", f"an append of a small step writes one file: {m}"
