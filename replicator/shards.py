@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from replicator.errors import ConfigError
+from replicator.tables import TableName
 
-TableName = tuple[str, str]
 Rename = tuple[TableName, TableName]
 
 _SHARD: Final = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")

@@ -36,6 +36,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Pydant
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
+from replicator.engine.options import DEFAULT_MAX_BUFFER_ROWS
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
@@ -217,7 +218,7 @@ class ReplicatorSettings(BaseSettings):
     # claim-check-storage-uri files can be read (a directory or a warehouse URL)
     compression: Literal["none", "lz4", "snappy"] = "none"
     claim_check_storage: str | None = None
-    max_buffer_rows: int = 200_000
+    max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
     apply_parallelism: int = Field(default=DEFAULT_APPLY_PARALLELISM, ge=1, le=64)
     reader: Literal["driver", "spark"] = "driver"
     kafka_retry_budget: float = 120.0

@@ -15,8 +15,10 @@ Layout:
                                                   and lease.json (the tables stay under tables/)
 
 Progress is committed after every step, after that step's Delta commits: a crash in between is
-repaired by re-applying the step, which is idempotent (Delta txnAppId/txnVersion per table; DDL
-ledger + check-before-alter). See docs/how-it-works.md "Exactly once".
+repaired by re-applying the step, which is idempotent: each data commit records in its userMetadata
+the upstream commit ts it brings its table to, and a write at or below a table's recorded ts is
+skipped (`delta/merge.py`; Delta's txnAppId/txnVersion are not used there); DDL by the ledger +
+check-before-alter. See docs/exactly-once.md.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from replicator.engine.options import DEFAULT_MAX_BUFFER_ROWS
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, ReplicatorError, UnsupportedError
 from replicator.events import Event, Record, tso_from_ms, tso_physical_ms, where
@@ -104,7 +105,7 @@ PRESSURE = 0.1
 class LoopOptions:
     until_caught_up: bool = False
     on_error: Literal["stop", "skip"] = "stop"
-    max_buffer_rows: int = 200_000
+    max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
     flush_interval_s: float = 2.0
     # Follow mode: interval steps end on a grid of this many ms of upstream (TSO) time, so that
     # shards reading one stream step at the same points (0: at the watermark; see `step_end`)

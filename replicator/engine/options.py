@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 Protocol = Literal["open", "craft", "canal-json", "simple", "csv"]  # csv: storage sinks only
 Reader = Literal["driver", "spark"]
 
+DEFAULT_MAX_BUFFER_ROWS = 200_000
+"""--max-buffer-rows' default, the one definition (`RunOptions`, `LoopOptions` and the CLI's
+settings read it); a constant here, so the CLI's settings need not import the loop."""
 
 
 @dataclass
@@ -36,7 +39,7 @@ class RunOptions:
     fresh_inserts: Literal["auto", "append", "merge"] = "auto"
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     start: Mapping[TP, int] | Literal["earliest"] | None = None  # None: stored state (or earliest)
-    max_buffer_rows: int = 200_000
+    max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
     flush_interval_s: float = 2.0
     wait_for_lock: bool = False
     progress: bool | None = None  # None: a live display when stderr is a terminal

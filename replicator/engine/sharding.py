@@ -32,7 +32,8 @@ from replicator.engine.plan import Rows
 from replicator.engine.window import Step
 from replicator.errors import DdlError
 from replicator.events import TP, DdlCode, DdlEvent, Event, Position, Resolved, RowChange
-from replicator.shards import Identities, Rename, ShardSpec, TableName
+from replicator.shards import Identities, Rename, ShardSpec
+from replicator.tables import TableName
 
 log = logging.getLogger("replicator")
 

@@ -31,11 +31,9 @@ from replicator.engine.plan import Rows
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent, Event, Resolved, RowChange
 from replicator.progress import TP, Cursor, Progress
-from replicator.tables import EVERYTHING, DdlScope
+from replicator.tables import EVERYTHING, DdlScope, TableName
 
 __all__ = ["TP", "Cursor", "Progress", "Step", "WindowStats", "Windower", "tables_gone"]
-
-TableName = tuple[str, str]
 
 
 def tables_gone(ddl: DdlEvent, known: Iterable[TableName]) -> set[TableName]:

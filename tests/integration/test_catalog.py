@@ -24,7 +24,7 @@ from replicator.cli import main
 from replicator.codec.open_protocol import encode_ddl, encode_resolved, encode_rows
 from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, DdlEvent, Flag, Op, RowChange, TypeCode
-from tests.integration.helpers import produce
+from tests.integration.helpers import applied_ts, produce
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import cli_env, kill_group, tail, wait_for
 from tests.s3_fixtures import S3Server
@@ -116,10 +116,6 @@ class Reader:
             kill_group(self.proc)  # type: ignore[arg-type]
 
 
-def applied(wh: Path) -> int:
-    return Warehouse(wh).load_state().applied_ts if (wh / "_replicator" / "state.json").exists() else 0
-
-
 def recorded_catalog(wh: Path) -> dict[str, str] | None:
     return Warehouse(wh).load_state().catalog if (wh / "_replicator" / "state.json").exists() else None
 
@@ -156,7 +152,7 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
         assert follower.poll() is None, f"the follower stopped:\n{tail(log)}"
         reader = Reader(wh, tmp_path / "reader.log")
         wait_for("the follower to apply the first burst",
-                 lambda: follower.poll() is not None or applied(wh) >= first_watermark, timeout=300)
+                 lambda: follower.poll() is not None or applied_ts(wh) >= first_watermark, timeout=300)
         assert follower.poll() is None, f"the follower stopped:\n{tail(log)}"
 
         # Another process, connected to the metastore the warehouse records, sees exactly the live
@@ -184,7 +180,7 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
         st.put("shop", "late", (50, "l"))
         produce(kafka_bootstrap, topic, st.flush())
         wait_for("the follower to apply the second burst",
-                 lambda: follower.poll() is not None or applied(wh) >= st.last, timeout=300)
+                 lambda: follower.poll() is not None or applied_ts(wh) >= st.last, timeout=300)
         assert follower.poll() is None, f"the follower stopped:\n{tail(log)}"
         seen = reader.ask(f"look {prefix}")
         assert seen == expected(st.model, prefix)

@@ -31,10 +31,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from replicator.cli import main
 from replicator.codec import codec_for
-from replicator.delta.warehouse import Warehouse
 from replicator.events import Resolved
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import produce
+from tests.integration.helpers import applied_ts, produce
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import cli_env, kill_group, tail, wait_for
 
@@ -77,11 +76,6 @@ def last_resolved(messages: list[tuple[int, bytes | None, bytes]], partitions: i
 def watermark_of(messages: list[tuple[int, bytes | None, bytes]], partitions: int) -> int:
     """The global resolved ts after these messages: min over partitions of their newest resolved."""
     return min(last_resolved(messages, partitions))
-
-
-def applied(wh: Path) -> int:
-    w = Warehouse(wh)
-    return w.load_state().applied_ts if w.state_path.exists() else 0
 
 
 class Scraper(threading.Thread):
@@ -136,7 +130,7 @@ def test_follower_metrics_and_textfile(kafka_bootstrap: str, tmp_path: Path) -> 
     scraper.start()
     try:
         wait_for("the follower to apply the first burst",
-                 lambda: proc.poll() is not None or applied(wh) >= w_first, timeout=240)
+                 lambda: proc.poll() is not None or applied_ts(wh) >= w_first, timeout=240)
         assert proc.poll() is None, f"the follower stopped:\n{tail(log)}"
         wait_for("the Kafka lag gauge to reach 0", lambda: bool(scraper.seen) and any(
             "replicator_kafka_consumer_lag_messages" in s and kafka_lag(s) == 0 for s in scraper.since(0)),
@@ -145,12 +139,12 @@ def test_follower_metrics_and_textfile(kafka_bootstrap: str, tmp_path: Path) -> 
         time.sleep(1.0)
         produce(kafka_bootstrap, topic, second)  # input faster than the follower applies it
         wait_for("the follower to apply the second burst",
-                 lambda: proc.poll() is not None or applied(wh) >= expected.watermark, timeout=240)
+                 lambda: proc.poll() is not None or applied_ts(wh) >= expected.watermark, timeout=240)
         assert proc.poll() is None, f"the follower stopped:\n{tail(log)}"
         wait_for("the Kafka lag gauge to fall back to 0",
                  lambda: kafka_lag(scraper.since(idle)[-1]) == 0 if scraper.since(idle) else False, timeout=60)
         # The state file is written by the commit; the gauges follow just after it, on the loop's thread.
-        final_ts = (applied(wh) >> 18) / 1000
+        final_ts = (applied_ts(wh) >> 18) / 1000
         wait_for("the checkpoint gauge to show the final watermark", lambda: bool(scraper.seen) and value(
             scraper.seen[-1][2], "replicator_checkpoint_timestamp_seconds") >= final_ts, timeout=60)
         scraper.stop.set()
@@ -193,7 +187,7 @@ def test_follower_metrics_and_textfile(kafka_bootstrap: str, tmp_path: Path) -> 
     assert value(final, "replicator_ddl_applied_total") == summary["ddl_applied"] > 0
     assert {lab["partition"]: v for lab, v in final["replicator_kafka_consumer_lag_messages"]} == {"0": 0, "1": 0}
     assert value(final, "replicator_checkpoint_timestamp_seconds") == pytest.approx(
-        (expected.watermark >> 18) / 1000) or applied(wh) > expected.watermark
+        (expected.watermark >> 18) / 1000) or applied_ts(wh) > expected.watermark
     for name, counts in summary["tables"].items():
         for op, key in (("insert", "inserted"), ("update", "updated"), ("delete", "deleted")):
             assert value(final, "replicator_rows_total", table=name, op=op) == counts[key], (name, op)

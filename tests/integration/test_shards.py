@@ -28,7 +28,7 @@ from replicator.shards import ShardSpec, table_shard
 from replicator.sim.expected import ExpectedState
 from replicator.sim.simcheck import check_warehouse, compare_tables, read_delta_table, read_snapshot
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import produce, run_engine
+from tests.integration.helpers import applied_ts, produce, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import cli_env, kill_group, size, tail, wait_for
 
@@ -136,13 +136,7 @@ def _follow(bootstrap: str, topic: str, wh: Path, shard: int, log: Path) -> subp
 
 
 def _applied(wh: Path, shard: int) -> int:
-    path = Warehouse(wh, shard=ShardSpec(shard, 3)).state_path
-    if not path.exists():
-        return 0
-    try:
-        return int(json.loads(Path(path.path).read_text())["applied_ts"])
-    except (ValueError, KeyError):
-        return 0
+    return applied_ts(wh, ShardSpec(shard, 3))
 
 
 def _commits(wh: Path, shard: int) -> int:

@@ -17,7 +17,7 @@ from replicator.delta.warehouse import Warehouse
 from replicator.errors import DecodeError
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import produce, run_engine
+from tests.integration.helpers import applied_ts, produce, run_engine
 from tests.kafka_fixtures import new_topic
 
 pytestmark = pytest.mark.integration
@@ -164,17 +164,13 @@ def test_a_follower_with_the_spark_reader_applies_what_arrives(kafka_bootstrap: 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
 
-    def applied() -> int:
-        state = wh / "_replicator" / "state.json"
-        return int(json.loads(state.read_text())["applied_ts"]) if state.exists() else 0
-
     deadline = time.monotonic() + 300
-    while applied() == 0 and time.monotonic() < deadline and not failure:
+    while applied_ts(wh) == 0 and time.monotonic() < deadline and not failure:
         time.sleep(0.5)
-    first = applied()
+    first = applied_ts(wh)
     assert 0 < first < sim.expected.watermark, failure
     produce(kafka_bootstrap, topic, msgs[half:])
-    while applied() < sim.expected.watermark and time.monotonic() < deadline and not failure:
+    while applied_ts(wh) < sim.expected.watermark and time.monotonic() < deadline and not failure:
         time.sleep(0.5)
     engine.request_stop()
     thread.join(timeout=300)

@@ -22,7 +22,7 @@ import pytest
 from replicator.cli import main
 from replicator.delta.warehouse import Warehouse
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import produce
+from tests.integration.helpers import applied_ts, produce
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import cli_env, kill_group, tail, wait_for
 
@@ -45,11 +45,6 @@ def _files(root: Path) -> dict[str, tuple[bytes, int]]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _applied(wh: Path) -> int:
-    w = Warehouse(wh)
-    return w.load_state().applied_ts if w.state_path.exists() else 0
-
-
 def test_status_while_the_follower_runs_and_after_it_stops(kafka_bootstrap: str, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     sim = Simulation(SimConfig(protocol="open", seed=32, events=300, partitions=2, tables=2, ddl="none"))
@@ -67,7 +62,7 @@ def test_status_while_the_follower_runs_and_after_it_stops(kafka_bootstrap: str,
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(), start_new_session=True)
     try:
         wait_for("the follower to apply the whole stream",
-                 lambda: proc.poll() is not None or _applied(wh) >= expected.watermark, timeout=240)
+                 lambda: proc.poll() is not None or applied_ts(wh) >= expected.watermark, timeout=240)
         assert proc.poll() is None, f"the follower stopped:\n{tail(log)}"
 
         doc = _status(capsys, wh)  # while it runs

@@ -5,7 +5,6 @@ and, without Spark, a backlog in the S3 store read in one pass killed at random 
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from replicator.sim.storage_sink import StorageLayout, write_storage_sink
 from replicator.sim.stream import Simulation
 from replicator.sources.storage_sink import StorageSinkSettings, StorageSinkSource
 from replicator.storage.local import LocalFileIO
-from tests.integration.helpers import Background
+from tests.integration.helpers import Background, applied_ts
 from tests.s3_fixtures import S3Server
 from tests.unit.test_storage_sink_source import Replica, kill_inside_one_pass
 
@@ -48,11 +47,6 @@ def _engine(url: str, protocol: str, warehouse: Path, spark: Any, *, follow: boo
     return Engine(source, opts, spark=spark)
 
 
-def _applied(warehouse: Path) -> int:
-    state = warehouse / "_replicator" / "state.json"
-    return int(json.loads(state.read_text()).get("applied_ts", 0)) if state.exists() else 0
-
-
 def test_csv_changefeed_follower_then_catch_up(spark: Any, tmp_path: Path) -> None:
     sim, rec = _sim(seed=6), Recording()
     staging, live, wh = tmp_path / "staging", tmp_path / "live", tmp_path / "wh"
@@ -69,7 +63,7 @@ def test_csv_changefeed_follower_then_catch_up(spark: Any, tmp_path: Path) -> No
     follower = Background(_engine(str(live), "csv", wh, spark, follow=True))
     copy(rec.writes[metadata[0] + 1:half + 1])
     deadline = time.monotonic() + 120
-    while _applied(wh) == 0 and time.monotonic() < deadline:  # the follower applied a checkpoint
+    while applied_ts(wh) == 0 and time.monotonic() < deadline:  # the follower applied a checkpoint
         time.sleep(0.5)
     summary = follower.stop()
     assert summary.error is None and summary.watermark > 0

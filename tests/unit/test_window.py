@@ -1,4 +1,4 @@
-"""Windowing and exactly-once logic, without Spark: a sink emulating Delta's txnVersion skip."""
+"""Windowing and exactly-once logic, without Spark: a sink emulating the applied-ts skip."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class _Crash(Exception):
 
 
 class Sink:
-    """In-memory 'Delta': per-table rows, per-table txn version (a MERGE at <= version is skipped)."""
+    """In-memory 'Delta': per-table rows, per-table applied ts (a write at <= that ts is skipped)."""
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[Any, dict[str, Any]]] = {}
