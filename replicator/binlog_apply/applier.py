@@ -150,6 +150,7 @@ class BinlogApplier:
         if self._edge is None:
             self._edge = DeltaEdge(self.spark)
             self._edge.fence = self.warehouse.fence
+            self._edge.epoch = self.warehouse.epoch
         return self._edge
 
     def run(self, paths: Sequence[str | os.PathLike[str]], *, wait: bool = False) -> Summary:

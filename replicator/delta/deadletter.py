@@ -33,6 +33,7 @@ def write_dead_letters(
     if edge is None:
         edge = DeltaEdge(spark)
         edge.fence = warehouse.fence
+        edge.epoch = warehouse.epoch
     path = str(warehouse.dead_letters_path)
     ref = delta_ref(path)
     clear_unborn_table(path, edge.fence)  # a crash inside this CREATE must not leave a table that never exists

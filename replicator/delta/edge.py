@@ -139,6 +139,8 @@ class DeltaEdge:
         # Told of every conflict retry (the run's metrics count them per table); shared likewise.
         self.on_conflict: Callable[[], None] = _no_fence
         self.commits = CommitCounts()  # shared likewise
+        # The lease epoch every commit's userMetadata carries (`stamped`); shared likewise.
+        self.epoch: Callable[[], int] = _no_epoch
 
     @property
     def conflict_retries(self) -> int:
@@ -152,6 +154,7 @@ class DeltaEdge:
         self.fence = other.fence
         self.on_conflict = other.on_conflict
         self.commits = other.commits
+        self.epoch = other.epoch
 
     # -- statements ------------------------------------------------------------------------------
     def sql(self, statement: str, kind: str | None = None) -> list[Any]:
@@ -240,7 +243,7 @@ class DeltaEdge:
         No txnAppId: appending with one makes Delta rebuild the table's state (3 more Spark jobs)
         to look it up; `last_applied_ts` settles a re-run instead."""
         conf = self.spark.conf
-        confs = {USER_METADATA: metadata, **(extra_conf or {})}
+        confs = {USER_METADATA: self.stamped(metadata), **(extra_conf or {})}
         previous = {k: conf.get(k, None) for k in confs}
         try:
             for k, v in confs.items():
@@ -254,12 +257,27 @@ class DeltaEdge:
                 else:
                     conf.set(k, old)
 
+    def stamped(self, metadata: str) -> str:
+        """`metadata` (a commit's userMetadata) with this run's lease epoch in its `replicator`
+        object: which holder made a commit is in the table's own log (storage/lease.py)."""
+        epoch = self.epoch()
+        if not epoch:
+            return metadata
+        try:
+            doc = json.loads(metadata)
+        except ValueError:
+            return metadata
+        if not isinstance(doc, dict) or not isinstance(doc.get("replicator"), dict):
+            return metadata
+        doc["replicator"]["epoch"] = epoch
+        return json.dumps(doc, sort_keys=True)
+
     @contextmanager
     def user_metadata(self, metadata: str) -> Iterator[None]:
         """Commits made inside carry `metadata` as their userMetadata (a non-idempotent write that
         should still say which step made it, e.g. a table-feature upgrade)."""
         conf = self.spark.conf
-        conf.set(USER_METADATA, metadata)
+        conf.set(USER_METADATA, self.stamped(metadata))
         try:
             yield
         finally:
@@ -371,6 +389,10 @@ def _applied_ts(commit: bytes) -> int | None:
             return int(rep["applied_ts"])
         return None
     return None
+
+
+def _no_epoch() -> int:
+    return 0
 
 
 def _no_fence() -> None:

@@ -162,6 +162,8 @@ class State(BaseModel):
     # A shard's state (`--shard I/N`): the RENAME TABLE(S) the stream has shown, from which every
     # shard derives the same table identities (replicator/shards.py); absent when unsharded.
     shard_renames: list[Any] = Field(default_factory=list)
+    # The lease epoch of the run that wrote it (storage/fenced.py); absent outside a locked run.
+    epoch: int = 0
     updated_at: str | None = None
 
     @model_validator(mode="before")
@@ -195,6 +197,8 @@ class State(BaseModel):
             out.pop("catalog", None)  # only with a catalog
         if not out.get("shard_renames"):
             out.pop("shard_renames", None)  # sharded warehouses only
+        if not out.get("epoch"):
+            out.pop("epoch", None)  # written by a lease holder only
         flat = self.progress.to_wire()
         ordered: dict[str, Any] = {}
         for k, v in out.items():
@@ -348,6 +352,10 @@ class Warehouse:
         """On S3 (s3a://, s3://): Delta commits go through the replicator's commit store there."""
         return scheme_of(self.root) in S3_SCHEMES
 
+    def epoch(self) -> int:
+        """The lease epoch this run writes under (storage/lease.py); 0 outside `locked()`."""
+        return self.lease.epoch if self.lease is not None else 0
+
     def fence(self) -> None:
         """Before a commit: stop (LeaseLostError) unless this run still holds the lease. A no-op
         outside `locked()` (readers, tools)."""
@@ -371,6 +379,7 @@ class Warehouse:
         self.fence()
         started = time.monotonic()
         state.updated_at = dt.datetime.now(dt.UTC).isoformat()
+        state.epoch = self.epoch()
         data = state.model_dump_json(by_alias=True, indent=1).encode()
         if self.writer is None:
             self.io.write(self.state_path.path, data)
@@ -382,6 +391,8 @@ class Warehouse:
         """Log an applied step (read back deduplicated by step number: a re-applied step wins)."""
         self.fence()
         started = time.monotonic()
+        if self.lease is not None:
+            record = {**record, "epoch": self.lease.epoch}
         self.steps.append(record)
         self.state_write_s += time.monotonic() - started
 

@@ -50,6 +50,7 @@ class SparkEdge:
                     commitfence.arm(delta.spark, lease, self.warehouse.root)
                 delta.schema_change, delta.rewrite_limit = self.options.schema_change, self.options.rewrite_limit
                 delta.fence = self.warehouse.fence  # every Delta statement: only while this run holds the lease
+                delta.epoch = self.warehouse.epoch  # and every commit says under which lease epoch
                 delta.on_conflict = self.metrics.conflict_retry
                 self._delta = delta
             return self._delta

@@ -2,15 +2,19 @@
 cannot overwrite them: each write is conditional on the entity tag this holder last wrote or read
 (`If-Match`; `If-None-Match: *` for a file it has not seen), checked by the store itself.
 
-A refused write (412) means someone wrote the file since. The holder then asks the store whether
-it still holds the lease (a renewal): if not, it stops without writing more (LeaseLostError). If
-it does, the other write was a stale holder's late PUT that landed before this holder's first
-write of the file; it read as the holder's last seen version, then this holder's write goes over
-it. A stale holder's write after this holder's is refused by the store: its tag is outdated.
+A refused write (412) means someone wrote the file since. The holder reads what is there now and
+compares fencing tokens, not clocks: every file a holder writes carries the epoch of its lease
+(storage/lease.py; a JSON object's `epoch`, or the highest `epoch` of a JSON-lines file's
+records). Written by an older epoch, it was a stale holder's late PUT: this holder's write goes
+over it, conditional on the tag it just read (If-Match), so nothing newer can be replaced by it.
+Written by the same or a newer epoch, a later holder has the warehouse (or this holder's own
+write landed twice): it stops without writing more (LeaseLostError, exit 3). A stale holder's
+write after this holder's is refused by the store: its tag is outdated.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 
@@ -20,6 +24,26 @@ from replicator.storage.lease import Lease
 from replicator.storage.options import CONDITIONAL_ENV, storage_options
 
 log = logging.getLogger("replicator")
+
+
+def file_epoch(data: bytes) -> int:
+    """The epoch a replicator file was written under: a JSON object's `epoch`, or the highest of a
+    JSON-lines file's records' (0 when none says: a file of a release without epochs)."""
+    try:
+        whole = json.loads(data)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict):
+        return int(whole.get("epoch", 0) or 0)
+    best = 0
+    for line in data.splitlines():
+        try:
+            rec = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue  # a torn last line
+        if isinstance(rec, dict):
+            best = max(best, int(rec.get("epoch", 0) or 0))
+    return best
 
 
 class FencedWriter:
@@ -51,14 +75,15 @@ class FencedWriter:
                 self._etags[path] = new
                 return
             self.refusals += 1
-            if not self.lease.holds():
-                raise LeaseLostError(
-                    f"this run no longer holds {self.lease.what}: {path} was written by another run and the "
-                    "store no longer names this run as the lease holder; it stops without writing more (the run "
-                    "that holds it now continues; nothing is lost)")
-            log.warning("%s was written by a replicator run that no longer holds the lease; writing over it", path,
-                        extra={"lease": "stale write overwritten"})
             current = self.io.read_versioned(path)
+            theirs = file_epoch(current.data) if current is not None else 0
+            if current is not None and theirs >= self.lease.epoch:
+                raise LeaseLostError(
+                    f"this run no longer holds {self.lease.what}: {path} was written under lease epoch {theirs}, "
+                    f"this run's is {self.lease.epoch}; it stops without writing more (the run that holds it "
+                    "now continues; nothing is lost)")
+            log.warning("%s was written by a replicator run of an older lease epoch (%d < %d); writing over it",
+                        path, theirs, self.lease.epoch, extra={"lease": "stale write overwritten"})
             self._etags[path] = current.etag if current is not None else None
         raise LeaseLostError(f"{path} keeps changing under this run although it holds {self.lease.what}; "
                              "it stops without writing more")

@@ -111,11 +111,14 @@ class Holder:
     released: bool = False
     pidns: str = ""
     start: int = 0
+    # The fencing token: each take of the lease writes one more than the record it replaced, so a
+    # later holder's writes always carry a higher epoch than an earlier one's (storage/fenced.py).
+    epoch: int = 0
 
     def to_json(self) -> bytes:
         return json.dumps({
             "holder": self.holder, "host": self.host, "pid": self.pid, "boot": self.boot,
-            "pidns": self.pidns, "start": self.start,
+            "pidns": self.pidns, "start": self.start, "epoch": self.epoch,
             "since": _iso(self.since), "since_epoch": self.since, "expires_at": self.expires_at,
             "expires": _iso(self.expires_at), "released": self.released,
         }, indent=1).encode()
@@ -127,7 +130,7 @@ class Holder:
             return cls(holder=str(d["holder"]), host=str(d["host"]), pid=int(d["pid"]), boot=str(d.get("boot", "")),
                        since=float(d["since_epoch"]), expires_at=float(d["expires_at"]),
                        released=bool(d.get("released", False)), pidns=str(d.get("pidns", "")),
-                       start=int(d.get("start", 0)))
+                       start=int(d.get("start", 0)), epoch=int(d.get("epoch", 0)))
         except (ValueError, KeyError, TypeError):
             return None  # unreadable: treated as free (only a replicator writes it)
 
@@ -194,9 +197,15 @@ class Lease:
         self._thread = threading.Thread(target=self._renew_loop, name="lease-renewal", daemon=True)
         self._thread.start()
 
-    def _record(self, since: float) -> Holder:
+    def _record(self, since: float, epoch: int | None = None) -> Holder:
         now = time.time()
-        return dataclasses.replace(self.me, since=since, expires_at=now + self.seconds, released=False)
+        return dataclasses.replace(self.me, since=since, expires_at=now + self.seconds, released=False,
+                                   epoch=self.me.epoch if epoch is None else epoch)
+
+    @property
+    def epoch(self) -> int:
+        """This holder's fencing token (0 before it took the lease)."""
+        return self.me.epoch
 
     def on_change(self, listener: Callable[[float | None], None]) -> None:
         """Call `listener(deadline)` now and after every renewal (the monotonic instant past which
@@ -228,14 +237,15 @@ class Lease:
         current = self.io.read_versioned(self.path)
         now = time.time()
         if current is None:
-            record = self._record(now)
+            record = self._record(now, epoch=1)
             etag = self.io.create(self.path, record.to_json())
         else:
             holder = Holder.from_json(current.data)
             if holder is not None and not holder.released and now <= holder.expires_at + self.grace \
                     and not holder.dead_here():
                 return holder
-            record = self._record(now)
+            # an unreadable record counts as epoch 0; only a replicator writes the file
+            record = self._record(now, epoch=(holder.epoch if holder is not None else 0) + 1)
             etag = self.io.replace(self.path, record.to_json(), current.etag)
             if etag is not None and holder is not None and not holder.released:
                 log.warning("took over %s from a replicator run that stopped without giving it back (%s)",
@@ -315,13 +325,6 @@ class Lease:
             self.renewals += 1
             deadline = self._deadline
         self._tell(deadline)
-
-    def holds(self) -> bool:
-        """Whether the store still names this process as the holder, asked of the store itself
-        (a renewal): what a conditional write refused (412) asks before it stops the run."""
-        self.renew()
-        with self._lock:
-            return self._lost is None and time.monotonic() < self._deadline
 
     def is_lost(self) -> bool:
         """Lost, or past its monotonic deadline (without raising: for a failure's explanation)."""

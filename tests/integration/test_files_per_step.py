@@ -5,6 +5,7 @@ file), not one per partition of the step's source. Real broker, real Delta, cana
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,8 @@ def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_pat
     log = Warehouse(wh).windows()  # 7 steps, rolled at step 3 (folding 1-2) and 6 (folding 3-5)
     assert [r["kind"] for r in log] == ["rollup", "window", "window"] and log[0]["rolled_steps"] == 5
     assert log[0]["tables"] == {entry.uid: {"version": history[5]["version"]}}
+    epochs = {json.loads(h["userMetadata"])["replicator"].get("epoch") for h in history if h["userMetadata"]}
+    assert epochs == {1}, "every commit says under which lease epoch it was made"
     for op, m in writes:
         if op == "WRITE":
             assert m["numFiles"] == "1", f"an append of a small step writes one file: {m}"

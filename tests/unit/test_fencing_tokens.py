@@ -1,0 +1,107 @@
+"""Fencing tokens (storage/lease.py, storage/fenced.py): each take of the lease gets a higher
+epoch than the record it replaced, every file a holder writes carries it, and a refused write
+compares epochs instead of asking the store (or a clock) who holds the lease now: an older
+epoch's file is a stale holder's late write and is written over; the same or a newer epoch's
+stops the writer, so older progress can never replace a newer holder's."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from replicator.delta.warehouse import State, Warehouse
+from replicator.errors import LeaseLostError
+from replicator.storage.fenced import FencedWriter, file_epoch
+from replicator.storage.lease import Holder, Lease, _boot_id, _pid_namespace, process_start
+from replicator.storage.local import LocalFileIO
+
+
+class _Held:
+    """A lease this process holds at `epoch` whose own check passes (a holder paused after it)."""
+
+    what = "warehouse W"
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def check(self) -> None:
+        pass
+
+
+def _writer(epoch: int) -> FencedWriter:
+    return FencedWriter(LocalFileIO(), _Held(epoch))  # type: ignore[arg-type]
+
+
+def test_each_take_of_the_lease_has_a_higher_epoch(tmp_path: Path) -> None:
+    io, path = LocalFileIO(), str(tmp_path / "lease.json")
+    epochs = []
+    for _ in range(3):
+        lease = Lease(io, path, seconds=30)
+        lease.acquire()
+        epochs.append(lease.epoch)
+        lease.renew()
+        assert lease.epoch == epochs[-1], "a renewal keeps the epoch"
+        lease.release()
+    assert epochs == [1, 2, 3]
+    # a holder gone from this machine, of a later epoch: the taker's is higher still
+    now = time.time()
+    dead = Holder("h", socket.gethostname(), 2**22 + 7, _boot_id(), now, now + 600, pidns=_pid_namespace(),
+                  start=process_start(os.getpid()), epoch=41)  # no such pid here
+    io.write(path, dead.to_json())
+    lease = Lease(io, path, seconds=30)
+    lease.acquire()
+    assert lease.epoch == 42 and json.loads(io.read(path) or b"")["epoch"] == 42
+    lease.release()
+    assert json.loads(io.read(path) or b"")["epoch"] == 42, "given back, the record keeps its epoch"
+
+
+def test_older_progress_never_replaces_a_newer_holders(tmp_path: Path) -> None:
+    path = str(tmp_path / "state.json")
+    stale, new = _writer(1), _writer(2)
+    stale.write(path, json.dumps({"steps": 1, "epoch": 1}).encode())
+    new.write(path, json.dumps({"steps": 2, "epoch": 2}).encode())
+    with pytest.raises(LeaseLostError, match="written under lease epoch 2, this run's is 1"):
+        stale.write(path, json.dumps({"steps": 9, "epoch": 1}).encode())
+    assert json.loads(Path(path).read_bytes())["steps"] == 2
+    new.write(path, json.dumps({"steps": 3, "epoch": 2}).encode())  # the holder goes on
+    assert json.loads(Path(path).read_bytes())["steps"] == 3
+
+
+def test_a_stale_holders_late_write_is_written_over(tmp_path: Path) -> None:
+    path = str(tmp_path / "state.json")
+    new = _writer(5)
+    new.seen(path, None)  # it read the warehouse before anything was there
+    _writer(4).write(path, json.dumps({"steps": 7, "epoch": 4}).encode())  # lands first
+    new.write(path, json.dumps({"steps": 2, "epoch": 5}).encode())
+    assert json.loads(Path(path).read_bytes())["steps"] == 2 and new.refusals == 1
+    # a file of a release without epochs counts as epoch 0
+    Path(path).write_text(json.dumps({"steps": 1}))
+    new.write(path, json.dumps({"steps": 3, "epoch": 5}).encode())
+    assert json.loads(Path(path).read_bytes())["steps"] == 3
+
+
+def test_the_epoch_of_a_file() -> None:
+    assert file_epoch(b'{"epoch": 3, "steps": 1}') == 3
+    assert file_epoch(b'{"steps": 1}') == 0
+    assert file_epoch(b'{"step": 1, "epoch": 2}\n{"step": 2, "epoch": 4}\n{"step": 3, "ep') == 4
+    assert file_epoch(b"") == 0
+
+
+def test_everything_a_holder_writes_carries_its_epoch(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    with wh.locked():
+        assert wh.epoch() == 1
+        state = wh.load_state()
+        state.steps = 1
+        wh.save_state(state)
+        wh.append_window({"step": 1, "hi": 10, "tables": {}})
+    assert json.loads(wh.state_path.read_bytes())["epoch"] == 1
+    assert wh.windows()[0]["epoch"] == 1
+    assert wh.epoch() == 0, "outside a locked run nothing is stamped"
+    assert "epoch" not in json.loads(State().model_dump_json()), "absent where no holder wrote it"
+    assert os.path.exists(wh.lease_path.path)
