@@ -3,8 +3,8 @@
 Settings resolve flag > environment (REPLICATOR_<NAME>, e.g. REPLICATOR_BOOTSTRAP_SERVERS) > config
 file (--config FILE, TOML; keys are the long flag names with '_' for '-'): see `replicator.cli.settings`,
 where every default lives. Each command group has its module (`run`, `tables`, `status`, `check`, `decode`, `capture`,
-`archive`, `simulate`, `binlog`, `jars`, `sparkconf`): it registers its flags and turns them into a typed option object,
-and its handler takes only that object. Every ReplicatorError becomes a one-line message and a
+`archive`, `simulate`, `binlog`, `jars`, `sparkconf`, `maintain`): it registers its flags and turns them into a typed
+option object, and its handler takes only that object. Every ReplicatorError becomes a one-line message and a
 non-zero exit; anything else is a bug.
 """
 
@@ -16,7 +16,20 @@ import sys
 from collections.abc import Callable, Sequence
 
 from replicator import __version__
-from replicator.cli import archive, binlog, capture, check, decode, jars, run, simulate, sparkconf, status, tables
+from replicator.cli import (
+    archive,
+    binlog,
+    capture,
+    check,
+    decode,
+    jars,
+    maintain,
+    run,
+    simulate,
+    sparkconf,
+    status,
+    tables,
+)
 from replicator.cli.settings import ReplicatorSettings, load_settings
 from replicator.errors import ReplicatorError
 from replicator.logformat import LOG_FORMATS, configure, json_logs, resolve
@@ -40,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (and Spark's start-up output)")
     _add_log_format(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in (run, tables, status, check, capture, archive, simulate, binlog, decode, jars, sparkconf):
+    for group in (run, tables, status, check, maintain, capture, archive, simulate, binlog, decode, jars, sparkconf):
         group.register(sub)
     _log_format_after_commands(parser)
     return parser

@@ -33,6 +33,7 @@ from pydantic import BeforeValidator, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from replicator.cli.maintain_settings import MaintainFields
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
@@ -174,8 +175,8 @@ def _topics(value: Any) -> Any:
 Topics = Annotated[list[str] | None, NoDecode, BeforeValidator(_topics)]
 
 
-class ReplicatorSettings(BaseSettings):
-    """The layered settings of `run`, `replay`, `tables` and `capture` (field name = flag name with '_')."""
+class ReplicatorSettings(MaintainFields):
+    """The layered settings of every command (field name = flag name with '_'); `maintain`'s: its base."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
