@@ -127,4 +127,6 @@ def total_line(report: MaintainReport) -> str:
     verb = ("would compact", "would remove") if o.dry_run else ("compacted", "removed")
     return (f"warehouse {report.warehouse}: {len(report.tables)} tables; {verb[0]} {compacted}; {verb[1]} {files} "
             f"files ({size}) older than {o.retention_hours:g} hours" + (" (dry run: nothing changed)" if o.dry_run
-                                                                         else "") + f"; {report.seconds:.1f}s")
+                                                                         else "")
+            + (f"; {report.steps_rolled} old steps of the step log rolled up" if report.steps_rolled else "")
+            + f"; {report.seconds:.1f}s")

@@ -39,3 +39,6 @@ class MaintainFields(BaseSettings):
     target_file_size: Annotated[int, BeforeValidator(_size)] = Field(default=DEFAULT_TARGET_FILE_BYTES, gt=0)
     # OPTIMIZE a table only once it holds at least this many small files
     min_small_files: int = Field(default=DEFAULT_MIN_SMALL_FILES, ge=2)
+    # `replicator run`: a follower compacts the tables it writes between its steps by the two
+    # rules above (engine/compaction.py); `--no-compaction` turns it off (None: a follower does)
+    compaction: bool | None = None

@@ -103,6 +103,15 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help="term of the warehouse's writer lease: a run killed without giving it back is taken over "
                         f"this long after its last renewal (default {d['lease_seconds']:g})")
     p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
+    p.add_argument("--no-compaction", dest="compaction", action="store_const", const=False, default=None,
+                   help="a follower does not compact the tables it writes between its steps (default: it does, "
+                        "within a tenth of its time, by --target-file-size and --min-small-files; "
+                        "`replicator maintain` does it on demand)")
+    p.add_argument("--target-file-size", metavar="SIZE",
+                   help="a follower's compaction: a table's files under half this size are small (default "
+                        f"{d['target_file_size'] // 2**20} MiB)")
+    p.add_argument("--min-small-files", type=int, metavar="N",
+                   help=f"a follower compacts a table once it holds N small files (default {d['min_small_files']})")
     p.add_argument("--shard", metavar="I/N",
                    help="run shard I of N (0 <= I < N): replicate only the tables whose identity (the name the "
                         "stream first showed, followed through renames) hashes to I, with this shard's own progress, "
@@ -190,6 +199,9 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         table_filter=TableFilter(s.include, s.exclude),
         catalog=catalog_config(s),
         shard=s.shard,
+        compaction=s.compaction,
+        target_file_bytes=s.target_file_size,
+        min_small_files=s.min_small_files,
     )
 
 

@@ -32,6 +32,7 @@ on the same tables is refused (or waited for) and never races the rewrite.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import os
@@ -129,6 +130,7 @@ class MaintainReport:
     options: MaintainOptions
     tables: list[TableReport] = field(default_factory=list)
     seconds: float = 0.0
+    steps_rolled: int = 0  # step-log records older than the retention folded (storage/steplog.py)
 
     def to_json(self) -> dict[str, Any]:
         o = self.options
@@ -137,7 +139,8 @@ class MaintainReport:
                 "tables": [t.to_json() for t in self.tables],
                 "compacted_tables": sum(t.compact for t in self.tables),
                 "vacuum_files": sum(t.vacuum_files for t in self.tables),
-                "vacuum_bytes": sum(t.vacuum_bytes for t in self.tables), "seconds": round(self.seconds, 3)}
+                "vacuum_bytes": sum(t.vacuum_bytes for t in self.tables), "steps_rolled": self.steps_rolled,
+                "seconds": round(self.seconds, 3)}
 
 
 _INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(week|day|hour|minute|min|second|sec)s?\b")
@@ -169,7 +172,7 @@ def check_retention(retention_hours: float, floor_hours: float, name: str, allow
             f"{floor_hours:g}, or pass {OVERRIDE_FLAG} if no such reader or writer exists")
 
 
-def _plan_files(edge: DeltaEdge, path: str) -> list[int]:
+def live_file_sizes(edge: DeltaEdge, path: str) -> list[int]:
     """The sizes of the table's live data files: from its log (no Spark), else from Delta's snapshot
     (a log this reader cannot replay exactly: a v2 checkpoint, a gap)."""
     try:
@@ -245,6 +248,13 @@ class Maintainer:
         report.vacuum_bytes = sum(sizes.get(f, 0) for f in files)
         report.vacuum_change_data_files = sum(1 for f in files if f.startswith("_change_data/"))
 
+    def compact(self, path: str, name: str) -> None:
+        """Bin-pack the table's small files: one OPTIMIZE commit, `dataChange=false`."""
+        confs = {OPTIMIZE_MIN_CONF: str(self.options.small_file_bytes),
+                 OPTIMIZE_MAX_CONF: str(self.options.target_file_bytes)}
+        with self._confs(confs), self.edge.user_metadata(MAINTAIN_METADATA):
+            self.edge.sql_retrying(f"OPTIMIZE delta.{quote_ident(path)}", f"OPTIMIZE of {name}", kind="optimize")
+
     def run(self, t: ListedTable, report: TableReport) -> None:
         started = time.monotonic()
         path, quoted = t.path, quote_ident(t.path)
@@ -259,12 +269,8 @@ class Maintainer:
             self._removed(report, [str(r[0]).split(marker, 1)[-1] for r in rows], _on_disk(path))
         else:
             if report.compact:
-                confs = {OPTIMIZE_MIN_CONF: str(self.options.small_file_bytes),
-                         OPTIMIZE_MAX_CONF: str(self.options.target_file_bytes)}
-                with self._confs(confs), self.edge.user_metadata(MAINTAIN_METADATA):
-                    self.edge.sql_retrying(f"OPTIMIZE delta.{quoted}", f"OPTIMIZE of {t.schema}.{t.table}",
-                                           kind="optimize")
-                report.files_after = len(_plan_files(self.edge, path))
+                self.compact(path, f"{t.schema}.{t.table}")
+                report.files_after = len(live_file_sizes(self.edge, path))
             # What it removed: the directory listed before and after (no DRY RUN pass of its own).
             on_disk = _on_disk(path)
             with self._confs(self._vacuum_confs()), self.edge.user_metadata(MAINTAIN_METADATA), \
@@ -324,7 +330,7 @@ def maintain(root: str, options: MaintainOptions, *,
     for t in tables:
         floor = maintainer.floor_hours(t.path)
         check_retention(options.retention_hours, floor, f"{t.schema}.{t.table}", options.allow_short_retention)
-        plans.append((t, plan_table(t, options, floor, _plan_files(edge, t.path))))
+        plans.append((t, plan_table(t, options, floor, live_file_sizes(edge, t.path))))
     for label in groups:
         wh = Warehouse(wh_root, shard=_shard_of(label), **(
             {"lease_seconds": options.lease_seconds} if options.lease_seconds is not None else {}))
@@ -332,21 +338,27 @@ def maintain(root: str, options: MaintainOptions, *,
         with _held(wh, options) as lease:
             if lease is not None and wh.on_object_store:
                 commitfence.arm(session, lease, wh.root)
-            edge.fence = wh.fence
+            edge.fence, edge.epoch = wh.fence, wh.epoch
             try:
                 for t, plan in group:
                     maintainer.run(t, plan)
                     report.tables.append(plan)
                     if on_table is not None:
                         on_table(plan)
+                if not options.dry_run:  # the shard's own records are kept for the same retention
+                    report.steps_rolled += wh.roll_step_log(dt.timedelta(hours=options.retention_hours))
             finally:
-                edge.fence = _no_fence
+                edge.fence, edge.epoch = _no_fence, _no_epoch
     report.seconds = time.monotonic() - started
     return report
 
 
 def _no_fence() -> None:
     return None
+
+
+def _no_epoch() -> int:
+    return 0
 
 
 @contextmanager

@@ -8,9 +8,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from replicator.delta.maintenance import Maintainer, MaintainOptions
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
 from replicator.engine.codecstate import keep_codec_state
+from replicator.engine.compaction import Compactor
 from replicator.engine.ddlstep import DdlSteps
 from replicator.engine.deadletters import DeadLetters
 from replicator.engine.merging import Job, SegmentMerger, check_columns
@@ -73,6 +75,12 @@ class WarehouseApplier:
         self.catalog_config: CatalogConfig | None = None  # where tables are registered by name
         self._catalog: CatalogSync | None = None
         self._catalog_synced = False  # the whole catalog checked once this run
+        # A follower compacts the tables it writes, between steps (engine/compaction.py).
+        self.compactor = Compactor(
+            lambda: Maintainer(self.delta, MaintainOptions(target_file_bytes=options.target_file_bytes,
+                                                           min_small_files=options.min_small_files)),
+            MaintainOptions(target_file_bytes=options.target_file_bytes, min_small_files=options.min_small_files),
+        ) if (options.compaction if options.compaction is not None else not options.until_caught_up) else None
 
     # -- the Spark side (spark_edge.py) -----------------------------------------------------------
     @property
@@ -134,6 +142,11 @@ class WarehouseApplier:
             if record["step"] % ROLL_EVERY_STEPS == 0:
                 self._roll_step_log()
         self.after_commit()
+        if record is not None and self.compactor is not None:
+            tables = self.state.tables
+            self.compactor.wrote((e.path, f"{e.schema_name}.{e.table}") for uid in record.get("tables", {})
+                                 if (e := tables.get(uid)) is not None and e.status == "live")
+            self.compactor.between_steps()
 
     def _roll_step_log(self) -> None:
         """Keep the step log bounded (delta/warehouse.py `roll_step_log`); a failure to is not the

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from replicator.codec.values import DecodeOptions
 from replicator.delta.features import DEFAULT_PROFILE, Profile
+from replicator.delta.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.filters import TableFilter
@@ -64,3 +65,9 @@ class RunOptions:
     # --shard I/N: only the tables whose identity hashes to I (replicator/shards.py), with this
     # shard's own state under _replicator/shards/I-of-N/; None: every table, the usual layout
     shard: ShardSpec | None = None
+    # compact the tables it writes between steps, within a tenth of the run's time
+    # (engine/compaction.py), by `replicator maintain`'s size rules; None: a follower does, a
+    # catch-up run (--until-caught-up) does not (`replicator maintain` after it does)
+    compaction: bool | None = None
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
+    min_small_files: int = DEFAULT_MIN_SMALL_FILES

@@ -1,6 +1,9 @@
-"""A small step writes one file per table (delta/edge.py `one_file`): an append, the insert into
-an empty table, and a small MERGE each add one data file (and a MERGE at most one change-data
-file), not one per partition of the step's source. Real broker, real Delta, canal-json."""
+"""What a run's steps leave behind stays bounded (issue 51). A small step writes one file per table
+(delta/edge.py `one_file`): an append, the insert into an empty table, and a small MERGE each add
+one data file (and a MERGE at most one change-data file), not one per partition of the step's
+source. A follower compacts a table between steps once it holds enough small files
+(engine/compaction.py: OPTIMIZE, no change-data rows), rolls its step log up past the retention
+(storage/steplog.py), and every commit carries its lease epoch. Real broker, real Delta, canal-json."""
 
 from __future__ import annotations
 
@@ -62,7 +65,9 @@ def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_pat
     topic = new_topic(kafka_bootstrap, 1)
     produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec_for("canal-json").encode(events)])
     wh = tmp_path / "wh"
-    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2)
+    # compacting as a follower does, a table once it has 3 small files (engine/compaction.py)
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2,
+                         compaction=True, min_small_files=3)
     assert summary.error is None and summary.watermark == ts - 1
 
     assert {r["id"]: r["v"] for r in read_table(spark, wh, "s", "t")} == expected
@@ -73,7 +78,17 @@ def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_pat
     assert [op for op, _ in writes] == ["WRITE"] * 4 + ["MERGE"] * 3, writes
     log = Warehouse(wh).windows()  # 7 steps, rolled at step 3 (folding 1-2) and 6 (folding 3-5)
     assert [r["kind"] for r in log] == ["rollup", "window", "window"] and log[0]["rolled_steps"] == 5
-    assert log[0]["tables"] == {entry.uid: {"version": history[5]["version"]}}
+    data_writes = [h for h in history if h["operation"] in ("WRITE", "MERGE")]
+    assert log[0]["tables"] == {entry.uid: {"version": data_writes[4]["version"]}}, "as of the 5th step"
+    # compacted at least once after 3 steps; its commits change no data (change-data readers see none)
+    optimized = [h for h in history if h["operation"] == "OPTIMIZE"]
+    assert optimized and all(json.loads(h["userMetadata"])["replicator"]["kind"] == "maintain" for h in optimized)
+    changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1).load(entry.path)
+    net = {r["id"]: r["v"] for r in changes.orderBy("_commit_version").collect() if r["_change_type"] != "delete"
+           and r["_change_type"] != "update_preimage"}
+    deleted = {r["id"] for r in changes.collect() if r["_change_type"] == "delete"}
+    assert {k: v for k, v in net.items() if k not in deleted} == expected, "the change feed holds every change once"
+    assert changes.count() == 20 + 3 + 2 * 6 + 3, "inserts, updates (pre and post images), deletes: nothing more"
     epochs = {json.loads(h["userMetadata"])["replicator"].get("epoch") for h in history if h["userMetadata"]}
     assert epochs == {1}, "every commit says under which lease epoch it was made"
     for op, m in writes:
