@@ -101,6 +101,15 @@ METRICS: Final[dict[str, tuple[str, str, str]]] = {
     "replicator_ddl_skipped_total": ("counter", "type, name",
                                      "DDL events that failed and were skipped (--on-ddl-error skip)."),
     "replicator_last_step_timestamp_seconds": ("gauge", "", "When the last step was committed, Unix seconds."),
+    "replicator_table_small_files": ("gauge", "table",
+                                     "A table's small data files (under half --target-file-size) when the "
+                                     "follower last looked at it, after compacting it if it did."),
+    "replicator_compactions_total": ("counter", "table",
+                                     "Tables compacted between steps (one OPTIMIZE each, dataChange=false)."),
+    "replicator_compacted_files_total": ("counter", "table", "Small data files those compactions bin-packed."),
+    "replicator_compaction_seconds_total": ("counter", "",
+                                            "Time spent between steps looking at and compacting tables (at most "
+                                            "a tenth of the run's)."),
 }
 """Every metric: (type, labels, help). Names follow Prometheus conventions (base units, `_total`)."""
 
@@ -182,6 +191,14 @@ class Metrics:
         self.last_step = Gauge("replicator_last_step_timestamp_seconds", m["replicator_last_step_timestamp_seconds"],
                                registry=r)
         self._success = Gauge("replicator_run_success", m["replicator_run_success"], registry=None)
+        self.small_files = Gauge("replicator_table_small_files", m["replicator_table_small_files"], ["table"],
+                                 registry=r)
+        self.compactions = Counter(_suffix_free("replicator_compactions_total"), m["replicator_compactions_total"],
+                                   ["table"], registry=r)
+        self.compacted_files = Counter(_suffix_free("replicator_compacted_files_total"),
+                                       m["replicator_compacted_files_total"], ["table"], registry=r)
+        self.compaction_seconds = Counter(_suffix_free("replicator_compaction_seconds_total"),
+                                          m["replicator_compaction_seconds_total"], registry=r)
         self._records_seen = 0
 
     # -- labels -----------------------------------------------------------------------------------
@@ -261,6 +278,16 @@ class Metrics:
             self.dead_letters.labels(reason).inc()
         if decode_errors:
             self.decode_errors.inc(decode_errors)
+
+    def looked_at(self, table: str, *, small_files: int, compacted: int, seconds: float) -> None:
+        """A follower looked at `table` between steps (engine/compaction.py): it held `small_files`
+        small files after compacting `compacted` of them (0: not compacted)."""
+        label = self.table_label(table)
+        self.small_files.labels(label).set(small_files)
+        if compacted:
+            self.compactions.labels(label).inc()
+            self.compacted_files.labels(label).inc(compacted)
+        self.compaction_seconds.inc(seconds)
 
     def step(self, kind: str, seconds: float) -> None:
         self.steps.labels(kind).inc()

@@ -18,7 +18,8 @@ tab-separated under a header line). `--json`: one JSON object on stdout:
      "last_holder": {"host", "pid", "since", "expires_at", "ended": "released" | "expired" | "process gone"} | null,
      "dead_letters": {"total": int | null, "by_reason": {reason: int} | null},  # reason: the error's exception name
      "tables": [{"schema", "table", "path", "delta_version": int | null, "rows": int | null,
-                 "applied_ts": int | null, "source": "kafka" | "binlog"}],
+                 "applied_ts": int | null, "source": "kafka" | "binlog", "files": int | null,
+                 "small_files": int | null}],
      "storage_sink": {"url": str, "checkpoint_ts": int | null, "checkpoint_time": str | null,
                       "lag_s": float | null} (only for a warehouse replicating a storage sink),
      "shards": [{"shard": "I/N", "applied_watermark", "applied_watermark_time", "applied_watermark_age_s",

@@ -44,6 +44,8 @@ class ListedTable:
     reader_changes: tuple[dict[str, Any], ...] = ()  # from the catalog (TableEntry.reader_changes)
     catalog: str | None = None  # its name in the metastore (`database.table`, --catalog-uri); None: by path only
     shard: str | None = None  # a sharded warehouse's: the shard ("I/N") that replicates it (applied_ts: its own)
+    files: int | None = None  # live data files, when counted (`list_tables(count=True)`, from the log)
+    small_files: int | None = None  # of them under half compaction's default target (delta/rowcount.py)
 
     @property
     def readers(self) -> list[str]:
@@ -59,6 +61,8 @@ class ListedTable:
                                "reader_changes": list(self.reader_changes), "catalog": self.catalog}
         if self.rows is not None:
             out["rows"] = self.rows
+        if self.files is not None:
+            out["files"], out["small_files"] = self.files, self.small_files
         if self.shard is not None:
             out["shard"] = self.shard
         return out
@@ -103,6 +107,7 @@ def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[s
     """(warehouse root, live tables sorted by source, schema, table); ConfigError when `root` holds
     neither catalog. `count`: with each table's row count (`table_rows`)."""
     from replicator.delta.binlog_state import STATE_FILE, load_state
+    from replicator.delta.rowcount import file_counts
     from replicator.delta.shardview import ShardedView
 
     wh = Warehouse(root)
@@ -132,5 +137,9 @@ def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[s
             key=lambda r: (r.schema, r.table),
         )
     if count:
-        rows = [replace(r, rows=table_rows(r.path)) for r in rows]
+        counted = []
+        for r in rows:
+            files, small = file_counts(r.path)
+            counted.append(replace(r, rows=table_rows(r.path), files=files, small_files=small))
+        rows = counted
     return wh.root, rows

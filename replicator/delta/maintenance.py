@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from replicator.delta.listing import ListedTable, list_tables
+from replicator.delta.rowcount import DEFAULT_TARGET_FILE_BYTES as DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.rowcount import Inexact, file_bytes, read_snapshot
 from replicator.delta.typemap import quote_ident
 from replicator.delta.warehouse import Warehouse
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("replicator")
 
-DEFAULT_TARGET_FILE_BYTES = 128 * 2**20
 DEFAULT_MIN_SMALL_FILES = 16
 DEFAULT_RETENTION_HOURS = 168.0
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"

@@ -182,6 +182,24 @@ def count_rows(table_path: str | os.PathLike[str]) -> int | None:
     return None if snapshot is None else snapshot.rows
 
 
+# Compaction's default target size (`replicator maintain`, a follower's compaction); a data file
+# under half of it is small: what `replicator tables` and `status` count per table.
+DEFAULT_TARGET_FILE_BYTES = 128 * 2**20
+
+
+def file_counts(table_path: str | os.PathLike[str],
+                small_bytes: int = DEFAULT_TARGET_FILE_BYTES // 2) -> tuple[int | None, int | None]:
+    """(live data files, small ones among them) of the table's latest snapshot, from the log;
+    (None, None) when the path holds no Delta table or its log cannot say exactly."""
+    try:
+        snapshot = read_snapshot(table_path, file_bytes)
+    except Inexact:
+        return None, None
+    if snapshot is None:
+        return None, None
+    return len(snapshot.live), sum(1 for size in snapshot.live.values() if size < small_bytes)
+
+
 def live_bytes(table_path: str | os.PathLike[str]) -> int | None:
     """Bytes of the data files of the table's latest snapshot (its live data; not the change-data
     files, the log or files only older versions use), from the log; None when the path holds no

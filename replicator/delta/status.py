@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from replicator.delta.listing import list_tables
-from replicator.delta.rowcount import Inexact, LogSnapshot, log_version, read_snapshot
+from replicator.delta.rowcount import Inexact, LogSnapshot, file_counts, log_version, read_snapshot
 from replicator.delta.shardview import Shard
 from replicator.delta.warehouse import Warehouse
 from replicator.events import tso_physical_ms
@@ -109,10 +109,13 @@ class TableStatus:
     delta_version: int | None
     rows: int | None
     applied_ts: int | None
+    files: int | None = None  # live data files (from the log)
+    small_files: int | None = None  # of them under half compaction's default target (delta/rowcount.py)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.schema, "table": self.table, "path": self.path, "delta_version": self.delta_version,
-                "rows": self.rows, "applied_ts": self.applied_ts, "source": self.source}
+                "rows": self.rows, "applied_ts": self.applied_ts, "source": self.source, "files": self.files,
+                "small_files": self.small_files}
 
 
 @dataclass
@@ -211,7 +214,7 @@ def warehouse_status(root: str, *, now: float | None = None) -> Status:
     for t in listed:
         version, snap = _snapshot(t.path)
         tables.append(TableStatus(t.schema, t.table, t.path, t.source, version,
-                                  snap.rows if snap is not None else None, t.applied_ts))
+                                  snap.rows if snap is not None else None, t.applied_ts, *file_counts(t.path)))
     if not wh.state_path.exists() and wh.recorded_shards() is not None:
         return sharded_status(wh, tables, now)
     state = wh.load_state() if wh.state_path.exists() else None

@@ -80,6 +80,7 @@ class WarehouseApplier:
             lambda: Maintainer(self.delta, MaintainOptions(target_file_bytes=options.target_file_bytes,
                                                            min_small_files=options.min_small_files)),
             MaintainOptions(target_file_bytes=options.target_file_bytes, min_small_files=options.min_small_files),
+            metrics=self.metrics,
         ) if (options.compaction if options.compaction is not None else not options.until_caught_up) else None
 
     # -- the Spark side (spark_edge.py) -----------------------------------------------------------

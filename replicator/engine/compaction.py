@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from replicator.delta.maintenance import Maintainer, MaintainOptions, live_file_sizes
 from replicator.errors import LeaseLostError
+from replicator.metrics import Metrics
 
 log = logging.getLogger("replicator")
 
@@ -39,9 +40,10 @@ class Compactor:
     """Between a follower's steps: at most one table compacted (see module doc)."""
 
     def __init__(self, maintainer: Callable[[], Maintainer], options: MaintainOptions, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 metrics: Metrics | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._maintainer = maintainer  # built on first use: the Spark side may not exist yet
         self.options = options
+        self.metrics = metrics or Metrics()
         self._clock = clock
         self._started = clock()
         self._tables: dict[str, _Table] = {}  # by path
@@ -73,21 +75,31 @@ class Compactor:
         table = self._tables[path]
         table.writes = 0
         started = self._clock()
+        small: list[int] = []
+        left: list[int] = []
+        compacted = False
         try:
             maintainer = self._maintainer()
-            small = [s for s in live_file_sizes(maintainer.edge, path) if s < self.options.small_file_bytes]
-            if len(small) < self.options.min_small_files:
-                return False
-            maintainer.compact(path, table.name)
+            small = self._small(maintainer, path)
+            if len(small) >= self.options.min_small_files:
+                maintainer.compact(path, table.name)
+                compacted = True
+                left = self._small(maintainer, path)
         except LeaseLostError:
             raise
         except Exception as exc:
             log.warning("could not compact %s (%s): %s; tried again after %d more writes", table.name, path, exc,
                         self.options.min_small_files)
-            return False
-        finally:
-            self.seconds += self._clock() - started
-        self.compacted += 1
-        self.files_compacted += len(small)
-        log.info("compacted %s: %d small files in %.1fs", table.name, len(small), self._clock() - started)
-        return True
+            compacted = False
+        seconds = self._clock() - started
+        self.seconds += seconds
+        if compacted:
+            self.compacted += 1
+            self.files_compacted += len(small)
+            log.info("compacted %s: %d small files into %d in %.1fs", table.name, len(small), len(left), seconds)
+        self.metrics.looked_at(table.name, small_files=len(left) if compacted else len(small),
+                               compacted=len(small) if compacted else 0, seconds=seconds)
+        return compacted
+
+    def _small(self, maintainer: Maintainer, path: str) -> list[int]:
+        return [s for s in live_file_sizes(maintainer.edge, path) if s < self.options.small_file_bytes]
