@@ -52,11 +52,15 @@ Sections:
    to the unbounded run.
 14. follower ramp: one follower per protocol and table count (10, 100) fed 500, 2,000, 5,000 and
    10,000 row changes/s in turn, then a load drop; lag per rate, step time, the knee.
+15. follow: a long follow compressed into minutes: 300 small steps (80 on ``s3a://``) into
+   insert-only and mixed tables; per table live and on-disk data files, change-data files, the
+   log's files and checkpoint, full reads (Spark, deltalake) before and after a manual OPTIMIZE;
+   first vs last step time; the step log's and state.json's size.
 
 Modules: ``common`` (configuration, machine, timers), ``procs`` (RSS and CPU from /proc, the
 subprocesses' environment), one per section (``codecs``, ``e2e``, ``scale``, ``features``,
 ``profiling``, ``peer``, ``tables``, ``follower``, ``reader``, ``objectstore``, ``manytables``, ``skew``,
-``ramp``), ``sections`` (the
+``ramp``, ``follow``), ``sections`` (the
 registry: where sections are registered and run), ``report`` (markdown, JSON; the chart is
 ``chart``, the targets ``targets``, the end-to-end streams and jobs-per-commit blocks ``streams``),
 ``cli`` (``python -m bench``).
