@@ -44,6 +44,7 @@ import contextlib
 import datetime as dt
 import gc
 import itertools
+import os
 import statistics
 import time
 import uuid
@@ -124,8 +125,11 @@ def bench_follow(cfg: BenchConfig, bootstrap: str, scratch: Path, server: S3Targ
                      else str(scratch / "wh-follow-local"))
         log.info("follow %s: replicator run --until-caught-up --max-buffer-rows %d into %s", target,
                  cfg.follow_rows_per_step, warehouse)
+        load_start = os.getloadavg()[0]
         res = run(bootstrap, produced["topic"], PROTOCOL, warehouse, cfg.follow_rows_per_step, scratch,
                   server if target == "s3" else None)
+        # First vs last steps compare like with like only on a machine as loaded at the end as at the start.
+        res["load_start"], res["load_end"] = load_start, os.getloadavg()[0]
         log.info("follow %s: %d steps in %.1f s", target, int(res["summary"].get("steps", 0)), res["wall_s"])
         out["targets"][target] = {"planned_steps": steps, "events": events, "stream": produced, "run": res,
                                   "warehouse": warehouse}
@@ -357,6 +361,13 @@ def _x(ratio: float | None) -> str:
     return "–" if ratio is None else f"{ratio:.1f}x"
 
 
+def _checkpoint(files: dict[str, Any]) -> str:
+    """The latest checkpoint's size, and how many there are."""
+    if not files["checkpoints"]:
+        return "none"
+    return f"{_kib(files['checkpoint_bytes'])} ({files['checkpoints']})"
+
+
 def _kib(n: int) -> str:
     return f"{n / 1024:,.0f} KiB"
 
@@ -377,9 +388,9 @@ def render_markdown(res: dict[str, Any]) -> str:
         "deltalake: `to_pyarrow_table()`), best of the repeats, then `OPTIMIZE` (the bench's session) and the same "
         "reads; ratio: before ÷ after.",
         "",
-        "| warehouse | steps | wall | step first → last (median) | last ÷ first | step log | records | "
-        "`windows()` | state.json | verified |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| warehouse | steps | wall | load 1 min, start → end | step first → last (median) | last ÷ first | "
+        "step log | records | `windows()` | state.json | verified |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for target, fig in res["targets"].items():
         st, rec = fig.get("step_time", {}), fig.get("records", {})
@@ -387,13 +398,14 @@ def render_markdown(res: dict[str, Any]) -> str:
         ratio = f"**{st['ratio_median']:.2f}x**" if "ratio_median" in st else "–"
         verified = "not checked" if "verified" not in fig else ("yes" if fig["verified"] else "NO")
         lines.append(f"| {target} | {st.get('steps', fig['run']['summary'].get('steps', 0)):,} | "
-                     f"{fig['run']['wall_s']:.0f} s | {steps} | {ratio} | {_kib(rec.get('steplog_bytes', 0))} "
+                     f"{fig['run']['wall_s']:.0f} s | {fig['run'].get('load_start', 0.0):.1f} → "
+                     f"{fig['run'].get('load_end', 0.0):.1f} | {steps} | {ratio} | {_kib(rec.get('steplog_bytes', 0))} "
                      f"({rec.get('steplog_files', 0)} files) | {rec.get('steplog_records', 0):,} | "
                      f"{rec.get('steplog_read_s', 0.0) * 1000:.0f} ms | {rec.get('state_bytes', 0):,} B | "
                      f"{verified} |")
     lines += ["", "| warehouse | table | kind | rows | commits | live data files | data files on disk | "
-                  "change-data files | `_delta_log` files | checkpoint | Spark read before → after OPTIMIZE | "
-                  "÷ | deltalake before → after | ÷ | OPTIMIZE |",
+                  "change-data files | `_delta_log` files | latest checkpoint (count) | "
+                  "Spark read before → after OPTIMIZE | ÷ | deltalake before → after | ÷ | OPTIMIZE |",
               "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for target, fig in res["targets"].items():
         for name, t in fig.get("tables", {}).items():
@@ -401,7 +413,7 @@ def render_markdown(res: dict[str, Any]) -> str:
             lines.append(
                 f"| {target} | {name} | {t['kind']} | {t['rows']:,} | {b['version']} | {b['live_files']:,} "
                 f"→ {a['live_files']:,} | {b['data_files']:,} | {b['cdf_files']:,} | {b['log_files']:,} | "
-                f"{_kib(b['checkpoint_bytes'])} | {_s(t['spark_before'])} → {_s(t['spark_after'])} | "
+                f"{_checkpoint(b)} | {_s(t['spark_before'])} → {_s(t['spark_after'])} | "
                 f"**{_x(t['spark_ratio'])}** | {_s(t['deltalake_before'])} → {_s(t['deltalake_after'])} | "
                 f"**{_x(t['deltalake_ratio'])}** | {t['optimize_s']:.1f} s |")
     for target, fig in res["targets"].items():
