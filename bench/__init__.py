@@ -11,8 +11,9 @@ table at most 2x slower; 200 tables at least half the 10-table rate; follower la
 and not growing; an s3a:// warehouse at least 0.6x a local one's rate; CREATE + first write of 1,000
 tables at most 1.25x Delta's own floor per table; a catch-up with a 600-row buffer at least 0.5x the
 default buffer's rate and with 4,000 rows 0.8x, on even and skewed partitions; below a follower's
-knee, p99 lag at most 2.5x its flush interval plus median step; driver RSS at most 2 GiB for the
-1M-event run)
+knee, p99 lag at most 2.5x its flush interval plus median step; over a long follow, the last steps
+at most 1.1x the first and a full read at most 1.2x the table's after OPTIMIZE; driver RSS at most
+2 GiB for the 1M-event run)
 are reported as met or not in ``bench/results.md`` (plus ``bench/results.png``; the raw figures go
 to ``bench/results.json``, which git ignores).
 
@@ -52,11 +53,15 @@ Sections:
    to the unbounded run.
 14. follower ramp: one follower per protocol and table count (10, 100) fed 500, 2,000, 5,000 and
    10,000 row changes/s in turn, then a load drop; lag per rate, step time, the knee.
+15. follow: a long follow compressed into minutes: 300 small steps (80 on ``s3a://``) into
+   insert-only and mixed tables; per table live and on-disk data files, change-data files, the
+   log's files and checkpoint, full reads (Spark, deltalake) before and after a manual OPTIMIZE;
+   first vs last step time; the step log's and state.json's size.
 
 Modules: ``common`` (configuration, machine, timers), ``procs`` (RSS and CPU from /proc, the
 subprocesses' environment), one per section (``codecs``, ``e2e``, ``scale``, ``features``,
 ``profiling``, ``peer``, ``tables``, ``follower``, ``reader``, ``objectstore``, ``manytables``, ``skew``,
-``ramp``), ``sections`` (the
+``ramp``, ``follow``), ``sections`` (the
 registry: where sections are registered and run), ``report`` (markdown, JSON; the chart is
 ``chart``, the targets ``targets``, the end-to-end streams and jobs-per-commit blocks ``streams``),
 ``cli`` (``python -m bench``).

@@ -103,6 +103,17 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     p.add_argument("--ramp-seconds", type=float, default=None, help="seconds per ramp rate (default 60; --quick: 20)")
     p.add_argument("--ramp-drop-rate", type=int, default=500,
                    help="row changes/s of the load drop after the ramp's highest rate (default 500)")
+    p.add_argument("--follow-steps", type=int, default=None,
+                   help="small steps of the follow section into a local warehouse (default 300; --quick: 120)")
+    p.add_argument("--follow-s3-steps", type=int, default=None,
+                   help="small steps of the follow section into an s3a:// warehouse (default 80; --quick: 40; "
+                   "0: none)")
+    p.add_argument("--follow-rows-per-step", type=int, default=40,
+                   help="--max-buffer-rows of the follow section's runs: rows per step (default 40)")
+    p.add_argument("--follow-tables", type=int, default=2,
+                   help="tables of the follow section's stream, half insert-only (default 2)")
+    p.add_argument("--follow-window", type=int, default=100,
+                   help="first and last steps the follow section compares (default 100)")
     p.add_argument("--ramp-drop-seconds", type=float, default=None,
                    help="seconds of the load drop (default 45; --quick: 15)")
     p.add_argument("--seed", type=int, default=1)
@@ -165,6 +176,15 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
             or min(cfg.ramp_rates, default=0) < 1 or min(cfg.ramp_tables, default=0) < 1 or cfg.ramp_drop_rate < 1):
         p.error("--skew-buffers, --skew-events, --ramp-rates, --ramp-tables and --ramp-drop-rate take counts >= 1, "
                 "--skew-hot-share a share in [0, 1)")
+    cfg.follow_steps = a.follow_steps or (120 if a.quick else 300)
+    cfg.follow_s3_steps = a.follow_s3_steps if a.follow_s3_steps is not None else (40 if a.quick else 80)
+    cfg.follow_rows_per_step, cfg.follow_tables, cfg.follow_window = (a.follow_rows_per_step, a.follow_tables,
+                                                                      a.follow_window)
+    cfg.follow_read_repeat = 1 if a.quick else 3
+    if (min(cfg.follow_steps, cfg.follow_rows_per_step, cfg.follow_tables, cfg.follow_window) < 1
+            or cfg.follow_s3_steps < 0):
+        p.error("--follow-steps, --follow-rows-per-step, --follow-tables and --follow-window must be >= 1, "
+                "--follow-s3-steps >= 0")
     if a.reader_sizes:
         cfg.reader_sizes = tuple(int(x) for x in a.reader_sizes.split(","))
     elif a.quick:

@@ -66,7 +66,7 @@ class BenchConfig:
     streams: tuple[str, ...] = STREAMS  # the end-to-end (and peer) streams, each on every protocol
     # names in bench.sections.SECTIONS, in its order
     sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore",
-                                 "manytables", "skew", "ramp", "scale", "features", "schema", "profile")
+                                 "manytables", "skew", "ramp", "follow", "scale", "features", "schema", "profile")
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000
@@ -117,6 +117,15 @@ class BenchConfig:
     ramp_seconds: float = 60.0
     ramp_drop_rate: int = 500
     ramp_drop_seconds: float = 45.0
+    # Follow: a long follow compressed, `follow_steps` small steps (`follow_rows_per_step` rows each)
+    # into `follow_tables` tables of a local warehouse and `follow_s3_steps` into an s3a:// one (0:
+    # none); step time over the first and last `follow_window` steps; reads best of `follow_read_repeat`.
+    follow_steps: int = 300
+    follow_s3_steps: int = 80
+    follow_rows_per_step: int = 40
+    follow_tables: int = 2
+    follow_window: int = 100
+    follow_read_repeat: int = 3
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False

@@ -182,6 +182,28 @@ def _ramp(ctx: Context) -> None:
     ctx.results["ramp"] = bench_ramp(ctx.cfg, ctx.bootstrap, ctx.scratch)
 
 
+def _follow(ctx: Context) -> None:
+    from bench.follow import bench_follow
+
+    server = None
+    if ctx.cfg.follow_s3_steps > 0:
+        from replicator.sim.locals3 import LocalS3
+
+        # As the objectstore section's: under the scratch dir, stopped at the end of the run.
+        server = LocalS3(ctx.scratch / "s3-follow", detach=False)
+        ctx.stack.callback(server.stop)
+        server.start()
+        log.info("follow: S3-compatible server at %s", server.endpoint)
+    ctx.shared["follow_server"] = server
+    ctx.results["follow"] = bench_follow(ctx.cfg, ctx.bootstrap, ctx.scratch, server)
+
+
+def _follow_finish(ctx: Context) -> None:
+    from bench.follow import finish_follow
+
+    finish_follow(ctx.spark, ctx.results["follow"], ctx.shared.get("follow_server"), ctx.cfg.follow_read_repeat)
+
+
 def _scale(ctx: Context) -> None:
     ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
 
@@ -224,6 +246,8 @@ SECTIONS: tuple[Section, ...] = (
             before_spark=_skew, with_spark=_skew_finish),
     Section("ramp", "14: follower ramp (rising input rates, the knee, a load drop)", needs_broker=True,
             before_spark=_ramp),
+    Section("follow", "15: a long follow, compressed (files, step time, reads before and after OPTIMIZE, records)",
+            needs_broker=True, before_spark=_follow, with_spark=_follow_finish),
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
@@ -232,7 +256,7 @@ SECTIONS: tuple[Section, ...] = (
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The
 sections whose runs are subprocesses (e2e, peer, tables, follower, reader, objectstore, manytables, skew,
-ramp) come first: their ``before_spark`` phases run while the bench's own JVM is not up to compete with them."""
+ramp, follow) come first: their ``before_spark`` phases run while the bench's own JVM is not up to compete with them."""
 
 
 def section_names() -> tuple[str, ...]:

@@ -64,6 +64,10 @@ def targets(results: dict[str, Any], cfg: BenchConfig) -> list[tuple[str, str, b
         from bench.ramp import ramp_targets
 
         out += ramp_targets(results["ramp"])
+    if results.get("follow"):
+        from bench.follow import follow_targets
+
+        out += follow_targets(results["follow"])
     follower = results.get("follower")
     if follower and follower["lag"].get("rows"):
         lag = follower["lag"]

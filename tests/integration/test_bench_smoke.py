@@ -25,6 +25,7 @@ import pytest
 import bench
 from bench.common import DEFAULT_BUFFER_ROWS, stream_key
 from bench.features import bench_features
+from bench.follow import bench_follow, finish_follow
 from bench.follower import bench_follower, finish_follower
 from bench.manytables import bench_manytables, finish_manytables, projection
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
@@ -255,7 +256,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
     assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "skew",
-                     "ramp", "scale", "features", "schema", "profile"]
+                     "ramp", "follow", "scale", "features", "schema", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -285,6 +286,13 @@ def test_sections_are_registered_in_one_place() -> None:
     assert (quick.ramp_rates, quick.ramp_tables, quick.ramp_seconds, quick.ramp_drop_seconds) == (
         (500, 2_000), (10,), 20.0, 15.0)
     assert bench.parse_args(["--ramp-rates", "100,200", "--ramp-tables", "3"]).ramp_rates == (100, 200)
+    # Follow: a few hundred small steps locally, fewer on s3a:// (0: none), --quick fewer still.
+    assert (full.follow_steps, full.follow_s3_steps, full.follow_rows_per_step, full.follow_read_repeat) == (
+        300, 80, 40, 3)
+    assert (quick.follow_steps, quick.follow_s3_steps, quick.follow_read_repeat) == (120, 40, 1)
+    assert bench.parse_args(["--follow-s3-steps", "0"]).follow_s3_steps == 0
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--follow-rows-per-step", "0"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--ramp-rates", "0,100"])
     with pytest.raises(SystemExit):
@@ -360,3 +368,56 @@ def test_ramp_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path:
     md = (cfg.out / "results.md").read_text()
     assert "## 14. Follower ramp" in md and "| open | 2 |" in md
     assert "follower ramp, at and below the knee: p99 lag after the first minute" in md
+
+
+def test_follow_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_server: S3Server,
+                                       tmp_path: Path) -> None:
+    """The follow section's code paths (issue 51, item 1): many small steps into a local and an
+    s3a:// warehouse, each table's files, reads before and after OPTIMIZE, the replicator's own
+    records, verified, the report and its targets; the replicator in-process."""
+    cfg = bench.BenchConfig(partitions=2, follow_steps=12, follow_s3_steps=4, follow_rows_per_step=12,
+                            follow_window=3, follow_read_repeat=1, sections=("follow",), out=tmp_path / "out",
+                            quick=True)
+
+    def follow_in_process(bootstrap: str, topic: str, protocol: str, warehouse: str, max_buffer_rows: int,
+                          workdir: Path, server: S3Target | None) -> dict[str, Any]:
+        with object_store_access(spark, server) if server is not None else contextlib.nullcontext():
+            t0 = time.perf_counter()
+            summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol,  # type: ignore[arg-type]
+                                 max_buffer_rows=max_buffer_rows)
+            wall = time.perf_counter() - t0
+        return {"wall_s": wall, "summary": summary.to_json(), "driver_peak_rss": 0, "jvm_peak_rss": 0,
+                "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
+
+    results: dict[str, Any] = {"machine": bench.machine_info(), "argv": ["(smoke test)"], "config": {}, "notes": []}
+    results["follow"] = bench_follow(cfg, kafka_bootstrap, tmp_path, s3_server, runner=follow_in_process)
+    finish_follow(spark, results["follow"], s3_server, cfg.follow_read_repeat)
+    results["load_end"], results["elapsed_s"] = [0.0, 0.0, 0.0], 1.0
+    bench.write_outputs(results, cfg)
+
+    targets = results["follow"]["targets"]
+    assert set(targets) == {"local", "s3"} and targets["s3"]["warehouse"].startswith("s3a://warehouse/")
+    for name, fig in targets.items():
+        assert fig["verified"], (name, fig["diffs"])
+        steps = fig["step_time"]["steps"]
+        assert steps >= 4 and fig["records"]["steplog_records"] == steps and fig["records"]["steplog_bytes"] > 0
+        assert fig["records"]["state_bytes"] > 0
+        tables = fig["tables"]
+        assert {t["kind"] for t in tables.values()} == {"insert-only", "mixed"}, tables
+        for t in tables.values():
+            before, after = t["before"], t["after"]
+            assert before["version"] >= 1 and before["log_commits"] >= before["version"]
+            assert before["data_files"] >= before["live_files"] >= 1 and before["log_files"] >= before["log_commits"]
+            assert after["live_files"] <= before["live_files"] and after["data_files"] >= before["data_files"]
+            assert t["same_after"] and t["rows"] > 0 and t["spark_ratio"] > 0 and t["optimize_s"] > 0
+            assert t["deltalake_before"].get("value") == t["rows"], t["deltalake_before"]
+            if t["kind"] == "insert-only":  # an append per step that wrote the table: a file or more each
+                assert before["live_files"] >= before["version"] - 1 and before["cdf_files"] == 0
+            else:
+                assert before["cdf_files"] >= 1
+    local = targets["local"]
+    assert local["step_time"]["steps"] >= 8 and local["step_time"]["window"] >= 1
+    assert local["step_time"]["ratio_median"] > 0 and local["step_time"]["first_median_s"] > 0
+    md = (cfg.out / "results.md").read_text()
+    assert "## 15. A long follow, compressed" in md and "| local | shop.customers | insert-only |" in md
+    assert "follow, local: a full Spark read <= 1.2x the same table's after OPTIMIZE" in md
