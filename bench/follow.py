@@ -66,19 +66,25 @@ WARM_UP_STEPS = 10
 """Steps left out of the step-time figures: the JVM's start and the tables' CREATEs."""
 STEP_RATIO_TARGET = 1.1
 READ_RATIO_TARGET = 1.2
+MAINTENANCE_SHARE_TARGET = 0.1
+FILES_BOUND_SMALL = 16  # the default --min-small-files the runs use
+COMPACTING = "local, compacting"
+"""The local run again, on the same stream, with a follower's compaction between steps."""
 
-FollowRunner = Callable[[str, str, str, str, int, Path, "S3Target | None"], dict[str, Any]]
+FollowRunner = Callable[[str, str, str, str, int, Path, "S3Target | None", bool], dict[str, Any]]
 """(bootstrap, topic, protocol, warehouse (a directory or an s3a:// URL), max_buffer_rows, workdir,
-the server of an s3a:// warehouse or None) -> the run (`bench.e2e.run_replicator`'s figures)."""
+the server of an s3a:// warehouse or None, whether the run compacts between steps as a follower
+does) -> the run (`bench.e2e.run_replicator`'s figures)."""
 
 
 def subprocess_runner(cfg: BenchConfig) -> FollowRunner:
     """`replicator run --until-caught-up` as a subprocess; an s3a:// run gets the server's environment."""
 
     def run(bootstrap: str, topic: str, protocol: str, warehouse: str, max_buffer_rows: int, workdir: Path,
-            server: S3Target | None) -> dict[str, Any]:
+            server: S3Target | None, compaction: bool) -> dict[str, Any]:
         tag = "-" + warehouse.rstrip("/").rsplit("/", 1)[-1]
-        return run_replicator(bootstrap, topic, protocol, warehouse, max_buffer_rows, workdir, extra=run_args(cfg),
+        extra = [*run_args(cfg), "--compaction" if compaction else "--no-compaction"]
+        return run_replicator(bootstrap, topic, protocol, warehouse, max_buffer_rows, workdir, extra=extra,
                               env=server.env() if server is not None else None, log_tag=tag)
 
     return run
@@ -114,25 +120,31 @@ def bench_follow(cfg: BenchConfig, bootstrap: str, scratch: Path, server: S3Targ
     out: dict[str, Any] = {"protocol": PROTOCOL, "rows_per_step": cfg.follow_rows_per_step,
                            "tables": max(cfg.follow_tables, 2), "partitions": cfg.partitions,
                            "window": cfg.follow_window, "warm_up_steps": WARM_UP_STEPS, "targets": {}}
-    plan = [("local", cfg.follow_steps)]
+    # the same stream with and without a follower's compaction between steps, side by side
+    plan = [("local", cfg.follow_steps, False), (COMPACTING, cfg.follow_steps, True)]
     if server is not None and cfg.follow_s3_steps > 0:
-        plan.append(("s3", cfg.follow_s3_steps))
-    for i, (target, steps) in enumerate(plan):
+        plan.append(("s3", cfg.follow_s3_steps, True))
+    streams: dict[int, dict[str, Any]] = {}
+    for target, steps, compaction in plan:
         events = steps * cfg.follow_rows_per_step
         log.info("follow %s: simulating %d row changes into the broker", target, events)
-        produced = _produce(cfg, bootstrap, events, cfg.seed + 500 + i, target)
+        # the local runs replicate the same stream (one topic), the s3a:// run another
+        seed = cfg.seed + 500 + (target == "s3")
+        if seed not in streams:
+            streams[seed] = _produce(cfg, bootstrap, events, seed, "s3" if target == "s3" else "local")
+        produced = dict(streams[seed])
         warehouse = (server.warehouse_url(f"follow-{uuid.uuid4().hex[:8]}") if target == "s3" and server
-                     else str(scratch / "wh-follow-local"))
+                     else str(scratch / f"wh-follow-{'compacting' if compaction else 'local'}"))
         log.info("follow %s: replicator run --until-caught-up --max-buffer-rows %d into %s", target,
                  cfg.follow_rows_per_step, warehouse)
         load_start = os.getloadavg()[0]
         res = run(bootstrap, produced["topic"], PROTOCOL, warehouse, cfg.follow_rows_per_step, scratch,
-                  server if target == "s3" else None)
+                  server if target == "s3" else None, compaction)
         # First vs last steps compare like with like only on a machine as loaded at the end as at the start.
         res["load_start"], res["load_end"] = load_start, os.getloadavg()[0]
         log.info("follow %s: %d steps in %.1f s", target, int(res["summary"].get("steps", 0)), res["wall_s"])
         out["targets"][target] = {"planned_steps": steps, "events": events, "stream": produced, "run": res,
-                                  "warehouse": warehouse}
+                                  "warehouse": warehouse, "compaction": compaction}
     return out
 
 
@@ -343,6 +355,19 @@ def follow_targets(res: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
                         f"({st['steps']} steps)",
                         f"{st['ratio_median']:.2f}x ({st['first_median_s']:.2f} s -> {st['last_median_s']:.2f} s)",
                         st["ratio_median"] <= STEP_RATIO_TARGET))
+        if fig.get("compaction"):
+            summary, wall = fig["run"]["summary"], fig["run"]["wall_s"]
+            share = float(summary.get("compaction_s", 0.0)) / wall if wall else 0.0
+            spent = float(summary.get("compaction_s", 0.0))
+            out.append((f"follow, {target}: compaction between steps <= {MAINTENANCE_SHARE_TARGET:g} of the wall "
+                        "time", f"{share:.3f} ({summary.get('compactions', 0)} compactions, {spent:.1f} s of "
+                        f"{wall:.0f} s)", share <= MAINTENANCE_SHARE_TARGET))
+            live = [(name, t["before"]["live_files"]) for name, t in fig.get("tables", {}).items()]
+            if live:
+                name, most = max(live, key=lambda x: x[1])
+                bound = 2 * FILES_BOUND_SMALL + 2
+                out.append((f"follow, {target}: live files per table <= {bound} (twice --min-small-files, plus a "
+                            "step's)", f"most {most} ({name})", most <= bound))
         ratios = [(name, t["spark_ratio"]) for name, t in fig.get("tables", {}).items() if t.get("spark_ratio")]
         if ratios:
             name, worst = max(ratios, key=lambda x: x[1])
@@ -368,6 +393,14 @@ def _checkpoint(files: dict[str, Any]) -> str:
     return f"{_kib(files['checkpoint_bytes'])} ({files['checkpoints']})"
 
 
+def _compaction(fig: dict[str, Any]) -> str:
+    if not fig.get("compaction"):
+        return "off"
+    s, wall = fig["run"]["summary"], fig["run"]["wall_s"]
+    return (f"{s.get('compactions', 0)}, {s.get('compaction_s', 0.0):.1f} s, "
+            f"{s.get('compaction_s', 0.0) / wall if wall else 0.0:.3f}")
+
+
 def _kib(n: int) -> str:
     return f"{n / 1024:,.0f} KiB"
 
@@ -380,7 +413,9 @@ def render_markdown(res: dict[str, Any]) -> str:
         f"`replicator run --until-caught-up --max-buffer-rows {res['rows_per_step']}` (a subprocess) over a "
         f"{res['protocol']} stream of {res['tables']} tables (half insert-only, half inserts, updates and deletes; "
         f"{res['partitions']} partitions, a resolved event about every transaction): a step every "
-        f"~{res['rows_per_step']} rows, one small window per table. No compaction, no vacuum. Step time: one "
+        f"~{res['rows_per_step']} rows, one small window per table. `local` runs with `--no-compaction` (what "
+        f"every run did before issue 51), `{COMPACTING}` replicates the same stream compacting between steps as a "
+        "follower does (`--compaction`), as does `s3`; no vacuum. Step time: one "
         "step's `recorded_at` to the next's (read + apply + commit + state), the first "
         f"{res['warm_up_steps']} steps (a quarter of a shorter run) left out; first / last: the first and "
         f"last {res['window']} steps (at most "
@@ -389,8 +424,8 @@ def render_markdown(res: dict[str, Any]) -> str:
         "reads; ratio: before ÷ after.",
         "",
         "| warehouse | steps | wall | load 1 min, start → end | step first → last (median) | last ÷ first | "
-        "step log | records | `windows()` | state.json | verified |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "compaction (tables, s, share) | step log | records | `windows()` | state.json | verified |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for target, fig in res["targets"].items():
         st, rec = fig.get("step_time", {}), fig.get("records", {})
@@ -399,7 +434,8 @@ def render_markdown(res: dict[str, Any]) -> str:
         verified = "not checked" if "verified" not in fig else ("yes" if fig["verified"] else "NO")
         lines.append(f"| {target} | {st.get('steps', fig['run']['summary'].get('steps', 0)):,} | "
                      f"{fig['run']['wall_s']:.0f} s | {fig['run'].get('load_start', 0.0):.1f} → "
-                     f"{fig['run'].get('load_end', 0.0):.1f} | {steps} | {ratio} | {_kib(rec.get('steplog_bytes', 0))} "
+                     f"{fig['run'].get('load_end', 0.0):.1f} | {steps} | {ratio} | {_compaction(fig)} | "
+                     f"{_kib(rec.get('steplog_bytes', 0))} "
                      f"({rec.get('steplog_files', 0)} files) | {rec.get('steplog_records', 0):,} | "
                      f"{rec.get('steplog_read_s', 0.0) * 1000:.0f} ms | {rec.get('state_bytes', 0):,} B | "
                      f"{verified} |")

@@ -103,10 +103,10 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help="term of the warehouse's writer lease: a run killed without giving it back is taken over "
                         f"this long after its last renewal (default {d['lease_seconds']:g})")
     p.add_argument("--json-summary", action="store_true", default=None, help="print the summary as JSON")
-    p.add_argument("--no-compaction", dest="compaction", action="store_const", const=False, default=None,
-                   help="a follower does not compact the tables it writes between its steps (default: it does, "
-                        "within a tenth of its time, by --target-file-size and --min-small-files; "
-                        "`replicator maintain` does it on demand)")
+    p.add_argument("--compaction", action=argparse.BooleanOptionalAction, default=None,
+                   help="compact the tables it writes between its steps, within a tenth of its time, by "
+                        "--target-file-size and --min-small-files (default: a follower does, a run with "
+                        "--until-caught-up does not; `replicator maintain` does it on demand)")
     p.add_argument("--target-file-size", metavar="SIZE",
                    help="a follower's compaction: a table's files under half this size are small (default "
                         f"{d['target_file_size'] // 2**20} MiB)")

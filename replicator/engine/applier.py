@@ -148,6 +148,8 @@ class WarehouseApplier:
             self.compactor.wrote((e.path, f"{e.schema_name}.{e.table}") for uid in record.get("tables", {})
                                  if (e := tables.get(uid)) is not None and e.status == "live")
             self.compactor.between_steps()
+            s, c = self.summary, self.compactor
+            s.compactions, s.compacted_files, s.compaction_s = c.compacted, c.files_compacted, c.seconds
 
     def _roll_step_log(self) -> None:
         """Keep the step log bounded (delta/warehouse.py `roll_step_log`); a failure to is not the

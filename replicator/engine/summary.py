@@ -59,6 +59,10 @@ class RunSummary:
     tables_appended: int = 0
     tables_merged: int = 0
     shard: str | None = None  # --shard I/N of the run; None: unsharded
+    # tables compacted between steps, small files bin-packed, time spent (engine/compaction.py)
+    compactions: int = 0
+    compacted_files: int = 0
+    compaction_s: float = 0.0
 
     @property
     def invalid_utf8(self) -> int:
@@ -109,6 +113,9 @@ class RunSummary:
             "commits": self.commits.to_json(),
             "tables_appended": self.tables_appended,
             "tables_merged": self.tables_merged,
+            "compactions": self.compactions,
+            "compacted_files": self.compacted_files,
+            "compaction_s": round(self.compaction_s, 3),
         }
         if self.shard is not None:  # unsharded runs keep their shape
             out["shard"] = self.shard
@@ -131,6 +138,9 @@ class RunSummary:
             lines.append(f"invalid UTF-8     {self.invalid_utf8} text values replicated with U+FFFD")
         if self.tables_appended or self.tables_merged:
             lines.append(f"tables written      {self.tables_appended} appended, {self.tables_merged} merged (per step)")
+        if self.compactions:
+            lines.append(f"compacted         {self.compactions} tables, {self.compacted_files} small files, "
+                         f"{self.compaction_s:.1f}s between steps")
         for kind, k in self.commits.kinds.items():
             if k.count:
                 lines.append(f"  {kind:<6} commits  {k.count} ({k.jobs / k.count:.1f} Spark jobs, "

@@ -25,7 +25,7 @@ import pytest
 import bench
 from bench.common import DEFAULT_BUFFER_ROWS, stream_key
 from bench.features import bench_features
-from bench.follow import bench_follow, finish_follow
+from bench.follow import COMPACTING, bench_follow, finish_follow
 from bench.follower import bench_follower, finish_follower
 from bench.manytables import bench_manytables, finish_manytables, projection
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
@@ -375,16 +375,16 @@ def test_follow_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     """The follow section's code paths (issue 51, item 1): many small steps into a local and an
     s3a:// warehouse, each table's files, reads before and after OPTIMIZE, the replicator's own
     records, verified, the report and its targets; the replicator in-process."""
-    cfg = bench.BenchConfig(partitions=2, follow_steps=12, follow_s3_steps=4, follow_rows_per_step=12,
+    cfg = bench.BenchConfig(partitions=2, follow_steps=6, follow_s3_steps=3, follow_rows_per_step=12,
                             follow_window=3, follow_read_repeat=1, sections=("follow",), out=tmp_path / "out",
                             quick=True)
 
     def follow_in_process(bootstrap: str, topic: str, protocol: str, warehouse: str, max_buffer_rows: int,
-                          workdir: Path, server: S3Target | None) -> dict[str, Any]:
+                          workdir: Path, server: S3Target | None, compaction: bool) -> dict[str, Any]:
         with object_store_access(spark, server) if server is not None else contextlib.nullcontext():
             t0 = time.perf_counter()
             summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol,  # type: ignore[arg-type]
-                                 max_buffer_rows=max_buffer_rows)
+                                 max_buffer_rows=max_buffer_rows, compaction=compaction, min_small_files=3)
             wall = time.perf_counter() - t0
         return {"wall_s": wall, "summary": summary.to_json(), "driver_peak_rss": 0, "jvm_peak_rss": 0,
                 "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}
@@ -396,11 +396,13 @@ def test_follow_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     bench.write_outputs(results, cfg)
 
     targets = results["follow"]["targets"]
-    assert set(targets) == {"local", "s3"} and targets["s3"]["warehouse"].startswith("s3a://warehouse/")
+    assert set(targets) == {"local", COMPACTING, "s3"} and targets["s3"]["warehouse"].startswith("s3a://warehouse/")
+    assert results["follow"]["targets"][COMPACTING]["run"]["summary"]["compactions"] >= 1
+    assert results["follow"]["targets"]["local"]["run"]["summary"]["compactions"] == 0
     for name, fig in targets.items():
         assert fig["verified"], (name, fig["diffs"])
         steps = fig["step_time"]["steps"]
-        assert steps >= 4 and fig["records"]["steplog_records"] == steps and fig["records"]["steplog_bytes"] > 0
+        assert steps >= 3 and fig["records"]["steplog_records"] == steps and fig["records"]["steplog_bytes"] > 0
         assert fig["records"]["state_bytes"] > 0
         tables = fig["tables"]
         assert {t["kind"] for t in tables.values()} == {"insert-only", "mixed"}, tables
@@ -411,12 +413,13 @@ def test_follow_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
             assert after["live_files"] <= before["live_files"] and after["data_files"] >= before["data_files"]
             assert t["same_after"] and t["rows"] > 0 and t["spark_ratio"] > 0 and t["optimize_s"] > 0
             assert t["deltalake_before"].get("value") == t["rows"], t["deltalake_before"]
-            if t["kind"] == "insert-only":  # an append per step that wrote the table: a file or more each
-                assert before["live_files"] >= before["version"] - 1 and before["cdf_files"] == 0
+            if t["kind"] == "insert-only":  # an append per step that wrote it: a file each, unless compacted
+                assert before["cdf_files"] == 0
+                assert fig["compaction"] or before["live_files"] >= before["version"] - 1
             else:
                 assert before["cdf_files"] >= 1
     local = targets["local"]
-    assert local["step_time"]["steps"] >= 8 and local["step_time"]["window"] >= 1
+    assert local["step_time"]["steps"] >= 5 and local["step_time"]["window"] >= 1
     assert local["step_time"]["ratio_median"] > 0 and local["step_time"]["first_median_s"] > 0
     md = (cfg.out / "results.md").read_text()
     assert "## 15. A long follow, compressed" in md and "| local | shop.customers | insert-only |" in md
