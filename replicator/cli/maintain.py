@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from replicator.cli.common import add_config, add_storage, settings_from
+from replicator.cli.maintain_settings import add_size_flags
 from replicator.cli.settings import ReplicatorSettings, defaults
 from replicator.delta.schemachange import format_size
 from replicator.filters import TableFilter
@@ -69,11 +70,7 @@ def register(sub: Any) -> None:
     p.add_argument("--allow-short-retention", action="store_true",
                    help="allow --retention-hours below a table's delta.deletedFileRetentionDuration: readers of "
                         "older versions and change-data-feed readers further behind can fail (flag only)")
-    p.add_argument("--target-file-size", metavar="SIZE",
-                   help="compacted files' size; a file under half of it is small; bytes or a size (64MiB) "
-                        f"(default {format_size(d['target_file_size'])})")
-    p.add_argument("--min-small-files", type=int, metavar="N",
-                   help=f"compact a table once it holds N small files (default {d['min_small_files']})")
+    add_size_flags(p, d, "compact")
     p.add_argument("--wait", action="store_true", default=None,
                    help="wait for a run holding the warehouse's lease to finish instead of failing")
     p.add_argument("--lease-seconds", type=float, metavar="SECONDS",

@@ -17,7 +17,7 @@ from pydantic import BeforeValidator, Field
 from pydantic_settings import BaseSettings
 
 from replicator.delta.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_RETENTION_HOURS, DEFAULT_TARGET_FILE_BYTES
-from replicator.delta.schemachange import parse_size
+from replicator.delta.schemachange import format_size, parse_size
 from replicator.errors import ConfigError
 
 
@@ -27,6 +27,15 @@ def _size(value: Any) -> int:
         return parse_size(value, "a size")
     except ConfigError as exc:
         raise ValueError(str(exc).removeprefix("a size: ")) from None
+
+
+def add_size_flags(p: Any, d: dict[str, Any], who: str) -> None:
+    """`--target-file-size` and `--min-small-files` of `who` ("compact", "a follower compacts")."""
+    p.add_argument("--target-file-size", metavar="SIZE",
+                   help="compacted files' size; a file under half of it is small; bytes or a size (64MiB) "
+                        f"(default {format_size(d['target_file_size'])})")
+    p.add_argument("--min-small-files", type=int, metavar="N",
+                   help=f"{who} a table once it holds N small files (default {d['min_small_files']})")
 
 
 class MaintainFields(BaseSettings):

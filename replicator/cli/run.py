@@ -7,6 +7,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from replicator.cli.common import add_config, add_storage, print_summary, settings_from, time_zone
+from replicator.cli.maintain_settings import add_size_flags
 from replicator.cli.settings import ReplayCommand, ReplicatorSettings, RunCommand, defaults
 from replicator.delta.features import PROFILES
 from replicator.delta.schemachange import SCHEMA_CHANGES, format_size
@@ -107,11 +108,7 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                    help="compact the tables it writes between its steps, within a tenth of its time, by "
                         "--target-file-size and --min-small-files (default: a follower does, a run with "
                         "--until-caught-up does not; `replicator maintain` does it on demand)")
-    p.add_argument("--target-file-size", metavar="SIZE",
-                   help="a follower's compaction: a table's files under half this size are small (default "
-                        f"{d['target_file_size'] // 2**20} MiB)")
-    p.add_argument("--min-small-files", type=int, metavar="N",
-                   help=f"a follower compacts a table once it holds N small files (default {d['min_small_files']})")
+    add_size_flags(p, d, "--compaction: compact")
     p.add_argument("--shard", metavar="I/N",
                    help="run shard I of N (0 <= I < N): replicate only the tables whose identity (the name the "
                         "stream first showed, followed through renames) hashes to I, with this shard's own progress, "

@@ -242,16 +242,21 @@ class DeltaEdge:
         `spark.sql.shuffle.partitions=2` would fall back to 200 for every later statement).
         No txnAppId: appending with one makes Delta rebuild the table's state (3 more Spark jobs)
         to look it up; `last_applied_ts` settles a re-run instead."""
+        with self.session_confs({USER_METADATA: self.stamped(metadata), **(extra_conf or {})}):
+            yield
+
+    @contextmanager
+    def session_confs(self, confs: Mapping[str, str]) -> Iterator[None]:
+        """`confs` set on the session meanwhile; on the way out each key gets back the session's
+        own value, or is unset when it had none."""
         conf = self.spark.conf
-        confs = {USER_METADATA: self.stamped(metadata), **(extra_conf or {})}
         previous = {k: conf.get(k, None) for k in confs}
         try:
             for k, v in confs.items():
                 conf.set(k, v)
             yield
         finally:
-            for k in confs:
-                old = previous.get(k)
+            for k, old in previous.items():
                 if old is None:
                     conf.unset(k)
                 else:

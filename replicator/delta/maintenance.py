@@ -220,21 +220,6 @@ class Maintainer:
         properties = (rows[0]["properties"] or {}) if rows else {}
         return interval_hours(properties.get(RETENTION_PROPERTY))
 
-    @contextmanager
-    def _confs(self, confs: dict[str, str]) -> Iterator[None]:
-        conf = self.spark.conf
-        previous = {k: conf.get(k, None) for k in confs}
-        try:
-            for k, v in confs.items():
-                conf.set(k, v)
-            yield
-        finally:
-            for k, old in previous.items():
-                if old is None:
-                    conf.unset(k)
-                else:
-                    conf.set(k, old)
-
     def _vacuum_confs(self) -> dict[str, str]:
         return {RETENTION_CHECK_CONF: "false"} if self.options.allow_short_retention else {}
 
@@ -252,7 +237,7 @@ class Maintainer:
         """Bin-pack the table's small files: one OPTIMIZE commit, `dataChange=false`."""
         confs = {OPTIMIZE_MIN_CONF: str(self.options.small_file_bytes),
                  OPTIMIZE_MAX_CONF: str(self.options.target_file_bytes)}
-        with self._confs(confs), self.edge.user_metadata(MAINTAIN_METADATA):
+        with self.edge.session_confs(confs), self.edge.user_metadata(MAINTAIN_METADATA):
             self.edge.sql_retrying(f"OPTIMIZE delta.{quote_ident(path)}", f"OPTIMIZE of {name}", kind="optimize")
 
     def run(self, t: ListedTable, report: TableReport) -> None:
@@ -263,7 +248,7 @@ class Maintainer:
         if self.options.dry_run:
             # What VACUUM would delete now, by Delta's own rules (without the files a compaction
             # would replace first: those are kept for the retention from the compaction on).
-            with self._confs(self._vacuum_confs()):
+            with self.edge.session_confs(self._vacuum_confs()):
                 rows = self.edge.sql(vacuum + " DRY RUN", kind="vacuum_dry_run")
             marker = "/" + as_location(path).name + "/"
             self._removed(report, [str(r[0]).split(marker, 1)[-1] for r in rows], _on_disk(path))
@@ -273,7 +258,7 @@ class Maintainer:
                 report.files_after = len(live_file_sizes(self.edge, path))
             # What it removed: the directory listed before and after (no DRY RUN pass of its own).
             on_disk = _on_disk(path)
-            with self._confs(self._vacuum_confs()), self.edge.user_metadata(MAINTAIN_METADATA), \
+            with self.edge.session_confs(self._vacuum_confs()), self.edge.user_metadata(MAINTAIN_METADATA), \
                     _jvm_stdout_to_stderr():
                 self.edge.sql_retrying(vacuum, f"VACUUM of {t.schema}.{t.table}", kind="vacuum")
             self._removed(report, sorted(set(on_disk) - set(_on_disk(path))), on_disk)

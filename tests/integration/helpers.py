@@ -40,6 +40,16 @@ def run_engine(bootstrap: str, topic: str, warehouse: Path, spark: Any, protocol
     return Engine(source, opts, spark=spark).run()
 
 
+def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """`replicator ARGV` in this process (the session's Spark shared): exit code, stdout, stderr."""
+    from replicator.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def applied_ts(warehouse: Path, shard: ShardSpec | None = None) -> int:
     """The applied ts of a warehouse (with `shard`, of that shard's progress): the upstream commit
     ts its state.json says every table holds; 0 before the first step commits."""
