@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from replicator.errors import StorageError
+from replicator.errors import LeaseLostError, StorageError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -327,14 +327,23 @@ class DeltaEdge:
 
         Read from the commit files themselves, newest first (`read` fetches one from the store),
         past other writers' commits (a user's OPTIMIZE) and the replicator's DDL commits; the
-        version comes from Delta's own log listing, so neither costs a Spark job."""
+        version comes from Delta's own log listing, so neither costs a Spark job. A commit made
+        under a later lease epoch than this run's stops it (LeaseLostError): a newer holder wrote
+        the table, whatever this run's clock says (storage/lease.py)."""
         version = self.table_version(path)
         base = path.rstrip("/") + "/_delta_log/"
+        mine = self.epoch()
         for v in range(version, -1, -1):
             data = read(f"{base}{v:020d}.json")
             if data is None:  # cleaned up past the retention: older commits are gone too
                 return -1
-            ts = _applied_ts(data)
+            rep = _replicator_meta(data)
+            theirs = int(rep.get("epoch", 0) or 0) if rep is not None else 0
+            if mine and theirs > mine:  # a later holder of the lease wrote this table: fenced
+                raise LeaseLostError(
+                    f"{path}: version {v} was committed under lease epoch {theirs}, this run's is {mine}: another "
+                    "run holds the warehouse now; this one stops without writing more (nothing is lost)")
+            ts = _applied_ts(rep)
             if ts is not None:
                 return ts
         return -1
@@ -379,9 +388,8 @@ def as_storage_error(exc: BaseException) -> StorageError | None:
                         "committed and nothing is lost: run again once the store is reachable")
 
 
-def _applied_ts(commit: bytes) -> int | None:
-    """`applied_ts` of a commit file's replicator userMetadata when it is a data commit (kind
-    "window"), else None."""
+def _replicator_meta(commit: bytes) -> dict[str, Any] | None:
+    """The `replicator` object of a commit file's userMetadata (None: not a replicator commit)."""
     for line in commit.splitlines():
         if b'"commitInfo"' not in line:
             continue
@@ -390,9 +398,14 @@ def _applied_ts(commit: bytes) -> int | None:
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
         rep = meta.get("replicator") if isinstance(meta, dict) else None
-        if isinstance(rep, dict) and rep.get("kind") == "window" and type(rep.get("applied_ts")) is int:
-            return int(rep["applied_ts"])
-        return None
+        return rep if isinstance(rep, dict) else None
+    return None
+
+
+def _applied_ts(rep: dict[str, Any] | None) -> int | None:
+    """`applied_ts` of a replicator commit when it is a data commit (kind "window"), else None."""
+    if rep is not None and rep.get("kind") == "window" and type(rep.get("applied_ts")) is int:
+        return int(rep["applied_ts"])
     return None
 
 

@@ -11,9 +11,11 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from replicator.delta.edge import DeltaEdge
 from replicator.delta.warehouse import State, Warehouse
 from replicator.errors import LeaseLostError
 from replicator.storage.fenced import FencedWriter, file_epoch
@@ -105,3 +107,27 @@ def test_everything_a_holder_writes_carries_its_epoch(tmp_path: Path) -> None:
     assert wh.epoch() == 0, "outside a locked run nothing is stamped"
     assert "epoch" not in json.loads(State().model_dump_json()), "absent where no holder wrote it"
     assert os.path.exists(wh.lease_path.path)
+
+
+def _commit(meta: dict[str, Any] | None) -> bytes:
+    info = {"operation": "WRITE", **({"userMetadata": json.dumps(meta)} if meta is not None else {})}
+    return (json.dumps({"commitInfo": info}) + "\n" + json.dumps({"add": {"path": "x.parquet"}}) + "\n").encode()
+
+
+def test_a_table_written_under_a_later_epoch_stops_the_run() -> None:
+    log = {0: _commit(None),
+           1: _commit({"replicator": {"kind": "window", "applied_ts": 10, "epoch": 2}}),
+           2: _commit({"replicator": {"kind": "maintain", "epoch": 3}})}
+    edge = DeltaEdge(cast(Any, None))
+    edge.table_version = lambda path: max(log)  # type: ignore[method-assign]
+
+    def read(path: str) -> bytes | None:
+        return log.get(int(path.rsplit("/", 1)[-1].split(".")[0]))
+
+    edge.epoch = lambda: 3
+    assert edge.last_applied_ts("/t", read) == 10, "its own and older epochs' commits: read past"
+    edge.epoch = lambda: 2
+    with pytest.raises(LeaseLostError, match="version 2 was committed under lease epoch 3, this run's is 2"):
+        edge.last_applied_ts("/t", read)
+    edge.epoch = lambda: 0  # outside a locked run (tools, readers): no fencing
+    assert edge.last_applied_ts("/t", read) == 10
