@@ -127,10 +127,10 @@ def bench_follow(cfg: BenchConfig, bootstrap: str, scratch: Path, server: S3Targ
     streams: dict[int, dict[str, Any]] = {}
     for target, steps, compaction in plan:
         events = steps * cfg.follow_rows_per_step
-        log.info("follow %s: simulating %d row changes into the broker", target, events)
         # the local runs replicate the same stream (one topic), the s3a:// run another
         seed = cfg.seed + 500 + (target == "s3")
         if seed not in streams:
+            log.info("follow %s: simulating %d row changes into the broker", target, events)
             streams[seed] = _produce(cfg, bootstrap, events, seed, "s3" if target == "s3" else "local")
         produced = dict(streams[seed])
         warehouse = (server.warehouse_url(f"follow-{uuid.uuid4().hex[:8]}") if target == "s3" and server
