@@ -104,9 +104,9 @@ METRICS: Final[dict[str, tuple[str, str, str]]] = {
     "replicator_table_small_files": ("gauge", "table",
                                      "A table's small data files (under half --target-file-size) when the "
                                      "follower last looked at it, after compacting it if it did."),
-    "replicator_compactions_total": ("counter", "table",
+    "replicator_compactions_total": ("counter", "",
                                      "Tables compacted between steps (one OPTIMIZE each, dataChange=false)."),
-    "replicator_compacted_files_total": ("counter", "table", "Small data files those compactions bin-packed."),
+    "replicator_compacted_files_total": ("counter", "", "Small data files those compactions bin-packed."),
     "replicator_compaction_seconds_total": ("counter", "",
                                             "Time spent between steps looking at and compacting tables (at most "
                                             "a tenth of the run's)."),
@@ -194,9 +194,9 @@ class Metrics:
         self.small_files = Gauge("replicator_table_small_files", m["replicator_table_small_files"], ["table"],
                                  registry=r)
         self.compactions = Counter(_suffix_free("replicator_compactions_total"), m["replicator_compactions_total"],
-                                   ["table"], registry=r)
+                                   registry=r)
         self.compacted_files = Counter(_suffix_free("replicator_compacted_files_total"),
-                                       m["replicator_compacted_files_total"], ["table"], registry=r)
+                                       m["replicator_compacted_files_total"], registry=r)
         self.compaction_seconds = Counter(_suffix_free("replicator_compaction_seconds_total"),
                                           m["replicator_compaction_seconds_total"], registry=r)
         self._records_seen = 0
@@ -282,11 +282,10 @@ class Metrics:
     def looked_at(self, table: str, *, small_files: int, compacted: int, seconds: float) -> None:
         """A follower looked at `table` between steps (engine/compaction.py): it held `small_files`
         small files after compacting `compacted` of them (0: not compacted)."""
-        label = self.table_label(table)
-        self.small_files.labels(label).set(small_files)
+        self.small_files.labels(self.table_label(table)).set(small_files)
         if compacted:
-            self.compactions.labels(label).inc()
-            self.compacted_files.labels(label).inc(compacted)
+            self.compactions.inc()
+            self.compacted_files.inc(compacted)
         self.compaction_seconds.inc(seconds)
 
     def step(self, kind: str, seconds: float) -> None:

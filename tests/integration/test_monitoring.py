@@ -46,7 +46,7 @@ def test_promtool_checks_and_tests_the_rules() -> None:
     promtool = binary("promtool")
     check = subprocess.run([str(promtool), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 6 rules found" in check.stdout, check.stdout
+    assert "SUCCESS: 7 rules found" in check.stdout, check.stdout
     unit = subprocess.run([str(promtool), "test", "rules", RULES_TEST.name], capture_output=True, text=True,
                           timeout=60, cwd=RULES_TEST.parent)
     assert unit.returncode == 0 and "SUCCESS" in unit.stdout, unit.stdout + unit.stderr
