@@ -91,3 +91,9 @@ def print_summary(summary: Summary, settings: ReplicatorSettings) -> None:
     else:
         sys.stdout.write(summary.render() + "\n")
     sys.stdout.flush()
+
+
+def files_text(files: int | None, small: int | None) -> str:
+    """The terminal's "files (small)" cell of `tables` and `status`: live data files, and how many
+    of them are small (under half compaction's default target, delta/rowcount.py)."""
+    return "-" if files is None else f"{files:,} ({small or 0:,})"

@@ -18,8 +18,7 @@ tab-separated under a header line). `--json`: one JSON object on stdout:
      "last_holder": {"host", "pid", "since", "expires_at", "ended": "released" | "expired" | "process gone"} | null,
      "dead_letters": {"total": int | null, "by_reason": {reason: int} | null},  # reason: the error's exception name
      "tables": [{"schema", "table", "path", "delta_version": int | null, "rows": int | null,
-                 "applied_ts": int | null, "source": "kafka" | "binlog", "files": int | null,
-                 "small_files": int | null}],
+                 "applied_ts": int | null, "source": "kafka" | "binlog"}],
      "storage_sink": {"url": str, "checkpoint_ts": int | null, "checkpoint_time": str | null,
                       "lag_s": float | null} (only for a warehouse replicating a storage sink),
      "shards": [{"shard": "I/N", "applied_watermark", "applied_watermark_time", "applied_watermark_age_s",
@@ -38,7 +37,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from replicator.cli.common import add_config, add_storage, settings_from
+from replicator.cli.common import add_config, add_storage, files_text, settings_from
 from replicator.cli.settings import ReplicatorSettings
 
 if TYPE_CHECKING:
@@ -151,12 +150,12 @@ def print_status(st: Status) -> None:
     for label, value in summary_lines(st):
         console.print(f"[bold]{label:<18}[/bold] {value}", highlight=False, soft_wrap=True)
     table = Table(title=f"{len(st.tables)} table{'s' if len(st.tables) != 1 else ''}")
-    for col in ("schema", "table", "Delta version", "rows", "applied ts", "path"):
-        table.add_column(col, justify="right" if col in ("Delta version", "rows") else "left", overflow="fold",
-                         no_wrap=col == "applied ts")
+    for col in ("schema", "table", "Delta version", "rows", "files (small)", "applied ts", "path"):
+        table.add_column(col, justify="right" if col in ("Delta version", "rows", "files (small)") else "left",
+                         overflow="fold", no_wrap=col == "applied ts")
     for t in st.tables:
         table.add_row(t.schema, t.table, _text(t.delta_version), f"{t.rows:,}" if t.rows is not None else "-",
-                      _text(t.applied_ts), t.path)
+                      files_text(t.files, t.small_files), _text(t.applied_ts), t.path)
     console.print(table)
 
 

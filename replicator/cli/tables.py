@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from replicator.cli.common import add_config, add_storage, settings_from
+from replicator.cli.common import add_config, add_storage, files_text, settings_from
 from replicator.cli.settings import TablesCommand
 
 if TYPE_CHECKING:
@@ -64,11 +64,12 @@ def print_table(root: str, rows: Sequence[ListedTable]) -> None:
 
     table = Table(title=f"warehouse {root}")
     sharded = any(r.shard is not None for r in rows)
-    for col in ("schema", "table", "rows", "key", "applied watermark", "reader features", "path", "source", "catalog",
-                *(("shard",) if sharded else ())):
-        table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
+    for col in ("schema", "table", "rows", "files (small)", "key", "applied watermark", "reader features", "path",
+                "source", "catalog", *(("shard",) if sharded else ())):
+        table.add_column(col, justify="right" if col in ("rows", "files (small)") else "left", overflow="fold")
     for r in rows:
-        table.add_row(r.schema, r.table, f"{r.rows:,}" if r.rows is not None else "-", ", ".join(r.key),
+        table.add_row(r.schema, r.table, f"{r.rows:,}" if r.rows is not None else "-",
+                      files_text(r.files, r.small_files), ", ".join(r.key),
                       r.applied_text(), ", ".join(r.reader_features) or "-", r.path, r.source, r.catalog or "-",
                       *((r.shard or "-",) if sharded else ()))
     Console().print(table)

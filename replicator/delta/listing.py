@@ -44,8 +44,10 @@ class ListedTable:
     reader_changes: tuple[dict[str, Any], ...] = ()  # from the catalog (TableEntry.reader_changes)
     catalog: str | None = None  # its name in the metastore (`database.table`, --catalog-uri); None: by path only
     shard: str | None = None  # a sharded warehouse's: the shard ("I/N") that replicates it (applied_ts: its own)
-    files: int | None = None  # live data files, when counted (`list_tables(count=True)`, from the log)
-    small_files: int | None = None  # of them under half compaction's default target (delta/rowcount.py)
+    # live data files and the small ones among them (under half compaction's default target), when
+    # counted; shown on a terminal only: the JSON and tab-separated forms keep their shape
+    files: int | None = None
+    small_files: int | None = None
 
     @property
     def readers(self) -> list[str]:
@@ -61,8 +63,6 @@ class ListedTable:
                                "reader_changes": list(self.reader_changes), "catalog": self.catalog}
         if self.rows is not None:
             out["rows"] = self.rows
-        if self.files is not None:
-            out["files"], out["small_files"] = self.files, self.small_files
         if self.shard is not None:
             out["shard"] = self.shard
         return out

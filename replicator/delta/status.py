@@ -109,13 +109,14 @@ class TableStatus:
     delta_version: int | None
     rows: int | None
     applied_ts: int | None
-    files: int | None = None  # live data files (from the log)
-    small_files: int | None = None  # of them under half compaction's default target (delta/rowcount.py)
+    # live data files and the small ones among them (under half compaction's default target), from
+    # the log; shown on a terminal only: `--json` and the tab-separated form keep their shape
+    files: int | None = None
+    small_files: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.schema, "table": self.table, "path": self.path, "delta_version": self.delta_version,
-                "rows": self.rows, "applied_ts": self.applied_ts, "source": self.source, "files": self.files,
-                "small_files": self.small_files}
+                "rows": self.rows, "applied_ts": self.applied_ts, "source": self.source}
 
 
 @dataclass

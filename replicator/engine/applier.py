@@ -76,12 +76,10 @@ class WarehouseApplier:
         self._catalog: CatalogSync | None = None
         self._catalog_synced = False  # the whole catalog checked once this run
         # A follower compacts the tables it writes, between steps (engine/compaction.py).
-        self.compactor = Compactor(
-            lambda: Maintainer(self.delta, MaintainOptions(target_file_bytes=options.target_file_bytes,
-                                                           min_small_files=options.min_small_files)),
-            MaintainOptions(target_file_bytes=options.target_file_bytes, min_small_files=options.min_small_files),
-            metrics=self.metrics,
-        ) if (options.compaction if options.compaction is not None else not options.until_caught_up) else None
+        sizes = MaintainOptions(target_file_bytes=options.target_file_bytes, min_small_files=options.min_small_files)
+        compacts = options.compaction if options.compaction is not None else not options.until_caught_up
+        self.compactor = Compactor(lambda: Maintainer(self.delta, sizes), sizes, metrics=self.metrics) \
+            if compacts else None
 
     # -- the Spark side (spark_edge.py) -----------------------------------------------------------
     @property
