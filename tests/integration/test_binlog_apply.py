@@ -26,6 +26,7 @@ from replicator.delta.merge import DeltaApplier
 from replicator.delta.typemap import spec_from_create
 from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.formats.binlog import BinlogWriter, read_binlog
+from tests.integration.concurrency import CommitDuringScan
 
 pytestmark = pytest.mark.integration
 
@@ -261,54 +262,6 @@ def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Refe
         ("kafka", "shop", "k", ["id"], 42), ("binlog", "default", "b", ["id"], None)]
     readable = cli("tables", "--warehouse", str(wh))
     assert "kafka" in readable and "binlog" in readable
-
-
-class CommitDuringScan:
-    """A concurrent user's commit injected *inside* a binlog statement's Delta transaction.
-
-    The statement calls the UDF ``gate``: its first call (in a Spark task, after Delta took the
-    statement's snapshot and the files it reads) signals `started` and waits for `committed`; a
-    driver thread waits for `started`, OPTIMIZEs the table from its own session (removing the files
-    the statement read) and signals `committed`. The statement's commit then meets the user's:
-    Delta rejects it, deterministically, and the applier must re-run it. Later calls pass through.
-    """
-
-    def __init__(self, spark: Any, path: Path) -> None:
-        self.started, self.committed, self.first = path / "started", path / "committed", path / "first"
-        self.session = spark.newSession()
-        started, committed, first = str(self.started), str(self.committed), str(self.first)
-
-        def gate(x: int) -> int:
-            import os
-            import time
-
-            try:
-                os.close(os.open(first, os.O_CREAT | os.O_EXCL))
-            except FileExistsError:
-                return x
-            open(started, "w").close()
-            for _ in range(6000):  # a bound, not a timing: the driver answers as soon as it committed
-                if os.path.exists(committed):
-                    break
-                time.sleep(0.1)
-            return x
-
-        spark.udf.register("gate", gate, "int")
-        self.ops: list[str] = []
-        self.failure: BaseException | None = None
-
-    def user(self, table_path: str) -> None:
-        try:
-            while not self.started.exists():
-                if self.committed.exists():  # the statement ended without ever calling the gate
-                    return
-                time.sleep(0.05)
-            metrics = self.session.sql(f"OPTIMIZE delta.{q(table_path)}").collect()[0]["metrics"]
-            self.ops.append(f"OPTIMIZE removed {metrics['numFilesRemoved']} file(s)")
-        except BaseException as exc:
-            self.failure = exc
-        finally:
-            self.committed.touch()
 
 
 def test_concurrent_commit_during_a_statement_is_retried_exactly_once(spark: Any, tmp_path: Path) -> None:
