@@ -35,9 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import os
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -240,6 +238,16 @@ class Maintainer:
         with self.edge.session_confs(confs), self.edge.user_metadata(MAINTAIN_METADATA):
             self.edge.sql_retrying(f"OPTIMIZE delta.{quote_ident(path)}", f"OPTIMIZE of {name}", kind="optimize")
 
+    def vacuum(self, path: str, name: str, retention_hours: float) -> tuple[list[str], dict[str, int]]:
+        """VACUUM the table: the files it removed (below the table's directory) and the sizes of
+        everything that was there before (listed before and after: no DRY RUN pass of its own)."""
+        on_disk = _on_disk(path)
+        statement = f"VACUUM delta.{quote_ident(path)} RETAIN {retention_hours:g} HOURS"
+        with self.edge.session_confs(self._vacuum_confs()), self.edge.user_metadata(MAINTAIN_METADATA):
+            # (Delta prints "Deleted N files ..." on the JVM's stdout: stderr, delta/spark.py)
+            self.edge.sql_retrying(statement, f"VACUUM of {name}", kind="vacuum")
+        return sorted(set(on_disk) - set(_on_disk(path))), on_disk
+
     def run(self, t: ListedTable, report: TableReport) -> None:
         started = time.monotonic()
         path, quoted = t.path, quote_ident(t.path)
@@ -256,28 +264,9 @@ class Maintainer:
             if report.compact:
                 self.compact(path, f"{t.schema}.{t.table}")
                 report.files_after = len(live_file_sizes(self.edge, path))
-            # What it removed: the directory listed before and after (no DRY RUN pass of its own).
-            on_disk = _on_disk(path)
-            with self.edge.session_confs(self._vacuum_confs()), self.edge.user_metadata(MAINTAIN_METADATA), \
-                    _jvm_stdout_to_stderr():
-                self.edge.sql_retrying(vacuum, f"VACUUM of {t.schema}.{t.table}", kind="vacuum")
-            self._removed(report, sorted(set(on_disk) - set(_on_disk(path))), on_disk)
+            self._removed(report, *self.vacuum(path, f"{t.schema}.{t.table}", self.options.retention_hours))
         report.spark_jobs = {k: self._jobs(k) - v for k, v in before.items() if self._jobs(k) - v}
         report.seconds = time.monotonic() - started
-
-
-@contextmanager
-def _jvm_stdout_to_stderr() -> Iterator[None]:
-    """Delta's VACUUM prints "Deleted N files ..." on the JVM's stdout, which is this process's and
-    which `--json` owns: file descriptor 1 points at stderr meanwhile (nothing else writes then)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _shard_of(label: str | None) -> ShardSpec | None:

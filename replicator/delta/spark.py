@@ -151,6 +151,25 @@ def _filtered_jvm_stderr() -> Iterator[None]:
         os.close(original)
 
 
+@contextmanager
+def _jvm_stdout_on_stderr() -> Iterator[None]:
+    """While the JVM starts, fd 1 is fd 2 (the JVM keeps both for life): what Delta prints with
+    println (VACUUM's "Deleted N files ...") goes to stderr, never into the stdout that `--json`
+    and `--json-summary` own. This process's own fd 1 is back as it was once the JVM is up."""
+    try:
+        sys.stdout.flush()
+        original = os.dup(1)
+    except (OSError, ValueError):  # no usable stdout: nothing to keep clean
+        yield
+        return
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(original, 1)
+        os.close(original)
+
+
 def _jar_paths() -> list[str] | None:
     """The jars of the session this process will start, or None when the replicator has none to give
     (spark-submit's own --jars / --packages apply). JarResolutionError (one line, exit 2) when a
@@ -410,9 +429,10 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
                 builder = builder.config(key, value)
         try:
             if _verbose:
-                spark = builder.getOrCreate()
+                with _jvm_stdout_on_stderr():
+                    spark = builder.getOrCreate()
             else:
-                with _filtered_jvm_stderr():
+                with _filtered_jvm_stderr(), _jvm_stdout_on_stderr():
                     spark = builder.getOrCreate()
         except Exception as exc:  # pyspark's own error types; the JVM has said why on stderr
             if "JAVA_GATEWAY_EXITED" not in str(exc) and "Java gateway process exited" not in str(exc):

@@ -4,6 +4,8 @@ chooses (`plan_jit`), without starting a JVM."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +110,16 @@ def test_spark_submit_keeps_its_own_jvm(tmp_path: Path, monkeypatch: pytest.Monk
     sparkmod.plan_jit(short_lived=True, tables_bytes=Warehouse(tmp_path).tables_bytes)
     options = sparkmod.driver_java_options(None)
     assert not any(o.startswith(("-XX:TieredStopAtLevel", "-XX:SharedArchiveFile")) for o in options)
+
+
+def test_what_the_jvm_prints_on_its_stdout_goes_to_stderr() -> None:
+    """The driver JVM is started with fd 1 on stderr (Delta's VACUUM prints "Deleted N files" with
+    println): a process started inside `_jvm_stdout_on_stderr` writes its stdout to our stderr,
+    and this process's own stdout is untouched (`maintain --json` prints JSON and nothing else)."""
+    code = ("import subprocess\nfrom replicator.delta.spark import _jvm_stdout_on_stderr\n"
+            "print('before', flush=True)\n"
+            "with _jvm_stdout_on_stderr():\n    subprocess.run(['sh', '-c', 'echo Deleted 3 files'], check=True)\n"
+            "print('after')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert (done.stdout, done.stderr) == ("before\nafter\n", "Deleted 3 files\n")
