@@ -108,8 +108,10 @@ METRICS: Final[dict[str, tuple[str, str, str]]] = {
                                      "Tables compacted between steps (one OPTIMIZE each, dataChange=false)."),
     "replicator_compacted_files_total": ("counter", "", "Small data files those compactions bin-packed."),
     "replicator_compaction_seconds_total": ("counter", "",
-                                            "Time spent between steps looking at and compacting tables (at most "
-                                            "a tenth of the run's)."),
+                                            "Time spent between steps looking at, compacting and vacuuming tables "
+                                            "(at most a tenth of the run's)."),
+    "replicator_vacuums_total": ("counter", "", "Tables vacuumed between steps (VACUUM past --retention-hours)."),
+    "replicator_vacuumed_bytes_total": ("counter", "", "Bytes of unreferenced files those VACUUMs removed."),
 }
 """Every metric: (type, labels, help). Names follow Prometheus conventions (base units, `_total`)."""
 
@@ -199,6 +201,9 @@ class Metrics:
                                        m["replicator_compacted_files_total"], registry=r)
         self.compaction_seconds = Counter(_suffix_free("replicator_compaction_seconds_total"),
                                           m["replicator_compaction_seconds_total"], registry=r)
+        self.vacuums = Counter(_suffix_free("replicator_vacuums_total"), m["replicator_vacuums_total"], registry=r)
+        self.vacuumed_bytes = Counter(_suffix_free("replicator_vacuumed_bytes_total"),
+                                      m["replicator_vacuumed_bytes_total"], registry=r)
         self._records_seen = 0
 
     # -- labels -----------------------------------------------------------------------------------
@@ -286,6 +291,13 @@ class Metrics:
         if compacted:
             self.compactions.inc()
             self.compacted_files.inc(compacted)
+        self.compaction_seconds.inc(seconds)
+
+    def vacuumed(self, done: bool, *, removed_bytes: int, seconds: float) -> None:
+        """A follower vacuumed a table between steps (`done`: it succeeded), removing `removed_bytes`."""
+        if done:
+            self.vacuums.inc()
+            self.vacuumed_bytes.inc(removed_bytes)
         self.compaction_seconds.inc(seconds)
 
     def step(self, kind: str, seconds: float) -> None:

@@ -109,6 +109,11 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                         "--target-file-size and --min-small-files (default: a follower does, a run with "
                         "--until-caught-up does not; `replicator maintain` does it on demand)")
     add_size_flags(p, d, "--compaction: compact")
+    p.add_argument("--retention-hours", type=float, metavar="HOURS",
+                   help="--compaction: also VACUUM the tables it writes, removing files no version of the last "
+                        "HOURS needs (never below a table's own delta.deletedFileRetentionDuration), every seventh "
+                        "of HOURS, at most a day apart; snapshots at older watermarks are no longer offered "
+                        f"(default {d['retention_hours']:g}: 7 days)")
     p.add_argument("--shard", metavar="I/N",
                    help="run shard I of N (0 <= I < N): replicate only the tables whose identity (the name the "
                         "stream first showed, followed through renames) hashes to I, with this shard's own progress, "
@@ -199,6 +204,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         compaction=s.compaction,
         target_file_bytes=s.target_file_size,
         min_small_files=s.min_small_files,
+        retention_hours=s.retention_hours,
     )
 
 

@@ -164,6 +164,8 @@ class State(BaseModel):
     shard_renames: list[Any] = Field(default_factory=list)
     # The lease epoch of the run that wrote it (storage/fenced.py); absent outside a locked run.
     epoch: int = 0
+    # When a follower last vacuumed each live table (Unix seconds, by uid: engine/compaction.py).
+    vacuumed: dict[str, float] = Field(default_factory=dict)
     updated_at: str | None = None
 
     @model_validator(mode="before")
@@ -199,6 +201,8 @@ class State(BaseModel):
             out.pop("shard_renames", None)  # sharded warehouses only
         if not out.get("epoch"):
             out.pop("epoch", None)  # written by a lease holder only
+        if not out.get("vacuumed"):
+            out.pop("vacuumed", None)  # by a follower that vacuums only
         flat = self.progress.to_wire()
         ordered: dict[str, Any] = {}
         for k, v in out.items():

@@ -75,11 +75,12 @@ class WarehouseApplier:
         self.catalog_config: CatalogConfig | None = None  # where tables are registered by name
         self._catalog: CatalogSync | None = None
         self._catalog_synced = False  # the whole catalog checked once this run
-        # A follower compacts the tables it writes, between steps (engine/compaction.py).
-        sizes = MaintainOptions(target_file_bytes=options.target_file_bytes, min_small_files=options.min_small_files)
+        # A follower compacts and vacuums the tables it writes, between steps (engine/compaction.py).
+        sizes = MaintainOptions(target_file_bytes=options.target_file_bytes, min_small_files=options.min_small_files,
+                                retention_hours=options.retention_hours)
         compacts = options.compaction if options.compaction is not None else not options.until_caught_up
-        self.compactor = Compactor(lambda: Maintainer(self.delta, sizes), sizes, metrics=self.metrics) \
-            if compacts else None
+        self.compactor = Compactor(lambda: Maintainer(self.delta, sizes), sizes, vacuumed=lambda: self.state.vacuumed,
+                                   metrics=self.metrics) if compacts else None
 
     # -- the Spark side (spark_edge.py) -----------------------------------------------------------
     @property
@@ -143,17 +144,24 @@ class WarehouseApplier:
         self.after_commit()
         if record is not None and self.compactor is not None:
             tables = self.state.tables
-            self.compactor.wrote((e.path, f"{e.schema_name}.{e.table}") for uid in record.get("tables", {})
+            self.compactor.wrote((e.path, f"{e.schema_name}.{e.table}", uid) for uid in record.get("tables", {})
                                  if (e := tables.get(uid)) is not None and e.status == "live")
+            vacuums = self.compactor.vacuums
             self.compactor.between_steps()
+            if self.compactor.vacuums != vacuums:  # when it was vacuumed survives a restart at once
+                self.warehouse.save_state(state)
             s, c = self.summary, self.compactor
             s.compactions, s.compacted_files, s.compaction_s = c.compacted, c.files_compacted, c.seconds
+            s.vacuums, s.vacuumed_bytes = c.vacuums, c.vacuumed_bytes
+            gone = [uid for uid in state.vacuumed if (e := tables.get(uid)) is None or e.status != "live"]
+            for uid in gone:  # kept for live tables only: bounded by them
+                del state.vacuumed[uid]
 
     def _roll_step_log(self) -> None:
         """Keep the step log bounded (delta/warehouse.py `roll_step_log`); a failure to is not the
         step's: it is logged and tried again ROLL_EVERY_STEPS steps later."""
         try:
-            folded = self.warehouse.roll_step_log()
+            folded = self.warehouse.roll_step_log(dt.timedelta(hours=self.options.retention_hours))
         except LeaseLostError:
             raise
         except Exception as exc:

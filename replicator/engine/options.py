@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from replicator.codec.values import DecodeOptions
 from replicator.delta.features import DEFAULT_PROFILE, Profile
-from replicator.delta.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_TARGET_FILE_BYTES
+from replicator.delta.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_RETENTION_HOURS, DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.filters import TableFilter
@@ -71,3 +71,6 @@ class RunOptions:
     compaction: bool | None = None
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     min_small_files: int = DEFAULT_MIN_SMALL_FILES
+    # with compaction, also VACUUM the tables it writes past this many hours (never below a
+    # table's own retention); the step log keeps its steps as long (older watermarks are gone)
+    retention_hours: float = DEFAULT_RETENTION_HOURS

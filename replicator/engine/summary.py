@@ -63,6 +63,9 @@ class RunSummary:
     compactions: int = 0
     compacted_files: int = 0
     compaction_s: float = 0.0
+    # tables vacuumed between steps and the bytes removed (engine/compaction.py)
+    vacuums: int = 0
+    vacuumed_bytes: int = 0
 
     @property
     def invalid_utf8(self) -> int:
@@ -116,6 +119,8 @@ class RunSummary:
             "compactions": self.compactions,
             "compacted_files": self.compacted_files,
             "compaction_s": round(self.compaction_s, 3),
+            "vacuums": self.vacuums,
+            "vacuumed_bytes": self.vacuumed_bytes,
         }
         if self.shard is not None:  # unsharded runs keep their shape
             out["shard"] = self.shard
@@ -141,6 +146,8 @@ class RunSummary:
         if self.compactions:
             lines.append(f"compacted         {self.compactions} tables, {self.compacted_files} small files, "
                          f"{self.compaction_s:.1f}s between steps")
+        if self.vacuums:
+            lines.append(f"vacuumed          {self.vacuums} tables, {self.vacuumed_bytes} bytes removed")
         for kind, k in self.commits.kinds.items():
             if k.count:
                 lines.append(f"  {kind:<6} commits  {k.count} ({k.jobs / k.count:.1f} Spark jobs, "
