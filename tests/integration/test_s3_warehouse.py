@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 
 from replicator.delta.explore import open_warehouse
+from replicator.delta.rowcount import file_bytes, read_snapshot
 from replicator.delta.warehouse import Warehouse
 from replicator.sim.simcheck import check_warehouse, read_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.storage import fileio_for
 from replicator.storage.steplog import SEGMENT_RECORDS
-from tests.integration.helpers import produce, run_engine
+from tests.integration.helpers import produce, run_cli, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.s3_fixtures import S3Server
 
@@ -49,9 +50,11 @@ def _tables(spark: Any, warehouse: str | Path) -> dict[str, Any]:
 
 # Open Protocol (and its comparison with a local warehouse) only under `make soak`: CI time.
 @pytest.mark.parametrize("protocol", [pytest.param("open", marks=pytest.mark.soak), "craft"])
-def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str) -> None:
+def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str,
+                              capsys: pytest.CaptureFixture[str]) -> None:
     """Exact tables; with Open Protocol also the same progress, step log and consistent snapshots
-    as the same stream into a local directory."""
+    as the same stream into a local directory. Then `replicator maintain` on the store: compacted,
+    vacuumed, still exact."""
     sim = _simulated(protocol, seed=71, events=160)
     topic = new_topic(kafka_bootstrap, 3, prefix="s3-wh")
     produce(kafka_bootstrap, topic, list(sim.messages()))
@@ -70,6 +73,7 @@ def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tm
     lease = json.loads(io.read(f"{url}/_replicator/lease.json") or b"{}")
     assert lease["released"] is True and lease["pid"] == os.getpid()
     if protocol != "open":
+        _maintain_on_the_store(spark, url, sim, capsys)
         return
 
     local = tmp_path / "local"
@@ -86,6 +90,42 @@ def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tm
         got = {k: sorted(map(str, df.collect())) for k, df in remote.snapshot(w).items()}
         want = {k: sorted(map(str, df.collect())) for k, df in mine.snapshot(w).items()}
         assert got == want, f"snapshot at {w}"
+
+
+def _live(path: str) -> set[str]:
+    snapshot = read_snapshot(path, file_bytes)
+    assert snapshot is not None
+    return {name for name, _dv in snapshot.live}
+
+
+def _maintain_on_the_store(spark: Any, url: str, sim: Simulation, capsys: pytest.CaptureFixture[str]) -> None:
+    """`replicator maintain` on s3a:// (one table: a VACUUM costs seconds): compacted, every file no
+    version needs removed (retention 0, asked for explicitly), the tables still exact, the lease
+    given back; stdout is the JSON and nothing else."""
+    entry = Warehouse(url).load_state().live_tables()[0]
+    paths = [entry.path]
+    # its rows rewritten into 3 files (a small step writes one file per table)
+    spark.read.format("delta").load(paths[0]).repartition(3).write.format("delta").mode("overwrite").save(paths[0])
+    live = {p: _live(p) for p in paths}
+    assert len(live[paths[0]]) == 3
+    code, out, err = run_cli(capsys, "maintain", "--warehouse", url, "--json", "--min-small-files", "2",
+                             "--retention-hours", "0", "--allow-short-retention",
+                             "--include", f"{entry.schema_name}.{entry.table}")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [t["path"] for t in report["tables"]] == paths
+    compacted = [t["path"] for t in report["tables"] if t["compact"]]
+    assert paths[0] in compacted and report["compacted_tables"] == len(compacted) and report["vacuum_files"] > 0
+    io = fileio_for(url)
+    for t in report["tables"]:
+        after = _live(t["path"])
+        assert len(after) == t["files_after"] and (len(after) < len(live[t["path"]]) if t["compact"] else True)
+        # (S3A leaves a directory marker, `_change_data/`, where it deleted a directory's last file)
+        data = {p.split(t["path"] + "/", 1)[1] for p, _ in io.files(t["path"]) if not p.endswith("/")}
+        assert {p for p in data if not p.startswith("_delta_log/")} == after, "only what the last version needs"
+    assert check_warehouse(spark, url, sim.expected) == []
+    lease = json.loads(io.read(f"{url}/_replicator/lease.json") or b"{}")
+    assert lease["released"] is True
 
 
 @pytest.mark.soak  # CI time: replay is tested on local warehouses in CI, on s3a:// by `make soak`
