@@ -127,10 +127,11 @@ class _ProgressWire(BaseModel):
     positions: dict[str, dict[str, PartitionState]] = Field(default_factory=dict)
     partitions: dict[str, PartitionState] = Field(default_factory=dict)
     quiet_topics: dict[str, int] = Field(default_factory=dict)
+    ended_versions: dict[str, int] = Field(default_factory=dict)
     ddl_ledger: list[tuple[int, str]] = Field(default_factory=list)
 
 
-_PROGRESS_KEYS = ("applied_ts", "positions", "partitions", "quiet_topics", "ddl_ledger")
+_PROGRESS_KEYS = ("applied_ts", "positions", "partitions", "quiet_topics", "ended_versions", "ddl_ledger")
 
 
 class State(BaseModel):
@@ -182,7 +183,7 @@ class State(BaseModel):
                 raise ValueError("state.json has partition cursors but no source topic they belong to")
             positions.setdefault(topic, {p: c.model_dump() for p, c in wire.partitions.items()})
         data["progress"] = Progress.from_wire(wire.applied_ts, positions, wire.ddl_ledger,
-                                              quiet_topics=wire.quiet_topics)
+                                              quiet_topics=wire.quiet_topics, ended_versions=wire.ended_versions)
         return data
 
     @model_serializer(mode="wrap")

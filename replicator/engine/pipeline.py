@@ -230,6 +230,10 @@ class Engine:
         """`--reader driver`: records read and decoded here, rows buffered by the windower."""
         from replicator.delta.ddl.scope import ddl_scope
 
+        if self._stored is not None:  # it forgets the streams read and applied to their end
+            progress = state.progress
+            self._stored.applied_ts = lambda: progress.applied_ts
+            self._stored.ended_versions = progress.ended_versions
         partitions = self.source.partitions()
         windower = Windower(partitions, state.progress, scope_of=ddl_scope)
         cursors = state.progress.cursors
@@ -248,6 +252,11 @@ class Engine:
         stored.decode_options = self._decode_options
 
         def decode(rec: Record) -> list[Event]:
+            if stored.ended:  # streams it forgot at the start of its pass, before any record of it
+                for gone in stored.ended:
+                    windower.retire(gone)
+                    known.discard(gone)
+                stored.ended.clear()
             tp = TP(rec.topic, rec.partition)
             if tp not in known:
                 windower.add_partition(tp)

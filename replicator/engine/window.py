@@ -169,6 +169,21 @@ class Windower:
             self.partitions = [*self.partitions, p]
             self._add_partition(p)
 
+    def retire(self, p: TP) -> None:
+        """A partition that ended with every event of it applied (a storage-sink stream read to its
+        end): it no longer holds the window back, and its cursor (and, when it was its topic's
+        last, the topic's quiet mark) leaves the progress at the next checkpoint."""
+        if p not in self._wm:
+            return
+        self.partitions = [q for q in self.partitions if q != p]
+        del self._wm[p]
+        self._seen_resolved.discard(p)
+        self._next_offset.pop(p, None)
+        self._counted = None
+        if not any(q.topic == p.topic for q in self._wm):
+            self.progress.quiet_topics.pop(p.topic, None)
+            self._topic_tables.pop(p.topic, None)
+
     # -- intake ------------------------------------------------------------------------------
     def offer(self, partition: TP, offset: int, events: Iterable[Event]) -> None:
         """Take the decoded events of one record (all events of a record share its offset)."""

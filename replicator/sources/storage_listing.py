@@ -12,6 +12,7 @@ all seen when a newer one appeared (TiCDC names date directories by the date it 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from replicator.codec.csv.decoder import TableShape
@@ -57,6 +58,7 @@ class DataStream:
     shape: TableShape | None = None
     dates: dict[int, tuple[str, int]] = field(default_factory=dict)  # date key -> (directory, name width)
     final: bool = False  # a newer version exists and the checkpoint passed it: read once more
+    top: int = 0  # the highest commit ts read from it (its files are in commit-ts order)
     retired: bool = False  # read after it was final: nothing more can come
     pending: deque[PlannedFile] = field(default_factory=deque)  # this pass's files still to read
     lo: int = 0  # every row of the stream not yet read has a commit ts above this (as far as known)
@@ -115,8 +117,10 @@ class SinkListing:
         return found
 
     # -- discovery --------------------------------------------------------------------------------
-    def discover(self, cp: int) -> None:
-        """Find new schema files (table versions) and data streams (a new pass: listings are fresh)."""
+    def discover(self, cp: int, ended: Mapping[str, int] | None = None) -> None:
+        """Find new schema files (table versions) and data streams (a new pass: listings are fresh).
+        `ended`: per "schema/table", the version up to which every stream was read, applied and
+        forgotten (`StorageSinkSource._forget_applied`): those versions are not listed again."""
         self._pass_lists = {}
         for schema in self.children(self.root):
             if schema == METADATA:
@@ -129,7 +133,11 @@ class SinkListing:
                 newest[(meta.schema, meta.table)] = max(meta.versions)
         for meta in self.meta.values():
             if meta.table:
+                last_ended = (ended or {}).get(f"{meta.schema}/{meta.table}", -1)
                 for version, sf in meta.versions.items():
+                    if version <= last_ended:
+                        self.done.add(StreamKey(sf.schema, sf.table, version))
+                        continue
                     self._streams_of(sf, version, cp, newest[(meta.schema, meta.table)])
 
     def _schema_files(self, schema: str, table: str) -> None:

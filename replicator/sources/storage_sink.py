@@ -35,7 +35,7 @@ import heapq
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -121,6 +121,12 @@ class StorageSinkSource:
         self.checkpoint_ts = 0  # the `metadata` checkpoint-ts of the last pass
         self.checkpoint_read_at = 0.0  # wall-clock time it was read (status, lag)
         self.files_read = 0
+        # Wired by the engine (engine/pipeline.py) to its applied watermark and its progress's
+        # `ended_versions`: streams read and applied to their end are forgotten (`_forget_applied`).
+        # Left as they are (nothing applied), nothing is forgotten.
+        self.applied_ts: Callable[[], int] = lambda: -1
+        self.ended_versions: dict[str, int] = {}
+        self.ended: list[TP] = []  # streams forgotten that the engine has not retired from its window yet
 
     @property
     def lists(self) -> int:
@@ -131,7 +137,7 @@ class StorageSinkSource:
     def partitions(self) -> list[TP]:
         """The streams present now (listed, not read); more are found as they appear."""
         cp = self.listing.read_checkpoint() or 0
-        self.listing.discover(cp)
+        self.listing.discover(cp, self.ended_versions)
         self._discovered_cp = cp
         return self.fresh_partitions()
 
@@ -269,23 +275,53 @@ class StorageSinkSource:
         if cp > self.checkpoint_ts:
             self.checkpoint_ts, self.checkpoint_read_at = cp, time.time()
         if cp != self._discovered_cp:
-            self.listing.discover(cp)
+            self.listing.discover(cp, self.ended_versions)
         self._discovered_cp = self._planned_cp = self._cp = cp
         self._streams, self._ddls = [], []
         self._urgent.clear()  # the loop asks again for what it still waits for
         for meta in self._meta.values():
             meta.pending.extend(sorted(v for v in meta.versions if v >= meta.next_version))
             self._mark_meta(meta)
-        for data in self._data.values():
+        applied, forgotten = self.applied_ts(), set()
+        for data in list(self._data.values()):
             if not data.retired:
                 data.pending.extend(self.listing.plan(data))
                 data.retired = data.final
             if not data.pending:
+                if data.retired and data.top <= applied:
+                    forgotten.add(self._forget(data))
+                    continue
                 self._mark(data, cp)
                 continue
             if data.marked < 0 and data.lo == 0:
                 self._peek(data)
             self._push(data)
+        self._note_ended(forgotten)
+
+    def _forget(self, data: DataStream) -> tuple[str, str]:
+        """Drop a stream read to its end and applied: retired (a newer table version exists, the
+        checkpoint passed it and the stream was planned once more after that), nothing left to
+        read, every row read at or below the applied watermark. Decided in a pass before its
+        resolved event is queued (nothing of it is queued or planned then): it is neither listed,
+        read nor marked again; the engine retires it from its window (`ended`), so its cursor
+        leaves state.json; and per table the version up to which no stream is left goes to
+        `ended_versions` (`_note_ended`), so a restart does not list them either. What a follower
+        keeps then grows with the versions still alive, not with the changefeed's history (each
+        DDL, rescheduled table or resumed changefeed starts a version). Its (schema, table)."""
+        del self._data[data.tp.topic]
+        self._queued_to.pop(data.tp.topic, None)
+        self._positions.pop(data.tp, None)
+        self.ended.append(data.tp)
+        return data.key.schema, data.key.table
+
+    def _note_ended(self, tables: set[tuple[str, str]]) -> None:
+        for schema, table in tables:
+            alive = [d.key.version for d in self._data.values() if (d.key.schema, d.key.table) == (schema, table)]
+            done = [k.version for k in self._done if (k.schema, k.table) == (schema, table)
+                    and (not alive or k.version < min(alive))]
+            if done:
+                key = f"{schema}/{table}"
+                self.ended_versions[key] = max(self.ended_versions.get(key, -1), *done)
 
     def _fill(self) -> None:
         """Queue records until a poll's worth is queued or the pass is all read: always the file
@@ -425,6 +461,7 @@ class StorageSinkSource:
         if last_ts is not None:
             # A stream's files are in commit-ts order: what is still unread there comes after it.
             data.lo = max(data.lo, last_ts - 1)
+            data.top = max(data.top, last_ts)
         if not data.pending:
             self._urgent.discard(data.tp.topic)
 

@@ -71,6 +71,14 @@ def test_csv_changefeed_follower_then_catch_up(spark: Any, tmp_path: Path) -> No
     final = _engine(str(live), "csv", wh, spark, follow=False).run()
     assert final.watermark == sim.expected.watermark
     assert compare_tables(sim.expected, read_warehouse(spark, wh)) == []
+    # the streams of older table versions, read and applied to their end, left state.json
+    from replicator.delta.warehouse import Warehouse
+
+    progress = Warehouse(wh).load_state().progress
+    assert progress.ended_versions
+    for tp in progress.cursors:
+        schema, table, version = tp.topic.split("#")[0].split("/")[:3]
+        assert version == "meta" or int(version) > progress.ended_versions.get(f"{schema}/{table}", -1), tp
 
 
 def test_canal_json_changefeed_in_s3(s3_store: S3Server, spark: Any, tmp_path: Path) -> None:

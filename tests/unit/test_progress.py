@@ -91,3 +91,26 @@ def test_state_still_reads_in_the_state_file_shape(tmp_path: Path) -> None:
     assert list(state.partitions) == ["tidb-cdc:0", "tidb-cdc:2", "tidb-cdc:1"]
     assert state.partitions["tidb-cdc:2"].offset == 7 and state.partitions["tidb-cdc:2"].watermark == 449000000000000005
     assert state.ddl_ledger[0] == (449000000000000004, "ALTER TABLE `t` ADD COLUMN c INT")
+
+
+def test_ended_storage_sink_versions_persist_and_a_replay_lists_them_again(tmp_path: Path) -> None:
+    """A storage-sink stream read and applied to its end leaves the window (`Windower.retire`):
+    its cursor goes at the next checkpoint, its table's ended version stays in state.json; a run
+    told where to start forgets the ended versions (a replay may need their rows)."""
+    wh = Warehouse(tmp_path / "wh")
+    state = wh.load_state()
+    old, new = TP("s/t/5", 0), TP("s/t/9", 0)
+    w = Windower([old, new], state.progress)
+    w.offer(old, 3, [Resolved(10)])
+    w.offer(new, 1, [Resolved(12)])
+    assert w.watermark == 10
+    w.retire(old)
+    state.progress.ended_versions["s/t"] = 5
+    assert w.watermark == 12 and w.partitions == [new]
+    w.checkpoint()
+    wh.save_state(state)
+    saved = json.loads(wh.state_path.read_bytes())
+    assert list(saved["positions"]) == ["s/t/9"] and saved["ended_versions"] == {"s/t": 5}
+    loaded = wh.load_state().progress
+    assert loaded == state.progress and loaded.ended_versions == {"s/t": 5}
+    assert loaded.starting_at("earliest").ended_versions == {} and loaded.starting_at({new: 0}).ended_versions == {}

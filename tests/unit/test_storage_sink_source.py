@@ -40,17 +40,24 @@ class Replica:
     """The engine's loop in miniature: records -> windower -> steps -> memory warehouse, with the
     progress and the warehouse saved together after every apply (what a kill leaves)."""
 
-    def __init__(self, root: Path | str, protocol: str, io: FileIO | None = None, **settings: Any) -> None:
+    def __init__(self, root: Path | str, protocol: str, io: FileIO | None = None, *, forget: bool = True,
+                 **settings: Any) -> None:
         self.settings = StorageSinkSettings(str(root), protocol=protocol, poll_interval_s=0,  # type: ignore[arg-type]
                                             **settings)
         self.io = io
         self.saved = (Progress(), MemoryWarehouse())
         self.records = 0
+        self.forget = forget
+        self.retired: set[str] = set()  # stream topics retired from the window, over every run
 
     def run(self, *, kill_after: int | None = None, follow: bool = False) -> bool:
         """Read until caught up (or until killed after that many records: False)."""
         progress, wh = copy.deepcopy(self.saved)
         source = StorageSinkSource(self.settings, self.io)
+        if self.forget:  # as the engine wires it (engine/pipeline.py)
+            source.applied_ts = lambda: progress.applied_ts
+            source.ended_versions = progress.ended_versions
+        self.source = source
         parts = source.partitions()
         windower = Windower(parts, progress, scope_of=ddl_scope)
         source.start({p: progress.cursors[p].offset if p in progress.cursors else None for p in parts})
@@ -58,6 +65,11 @@ class Replica:
         loop = ControlLoop(source, source.decode, None, windower, LoopOptions())  # type: ignore[arg-type]
         while True:
             for rec in source.poll():
+                for gone in source.ended:  # streams read and applied to their end: out of the window
+                    windower.retire(gone)
+                    known.discard(gone)
+                    self.retired.add(gone.topic)
+                source.ended.clear()
                 tp = TP(rec.topic, rec.partition)
                 if tp not in known:
                     windower.add_partition(tp)
@@ -468,3 +480,30 @@ def test_replay_from_a_commit_ts_keeps_every_ddl_and_the_rows_from_there(tmp_pat
     later = events(cut)
     assert [e for e in later if isinstance(e, DdlEvent)] == [e for e in everything if isinstance(e, DdlEvent)]
     assert sorted(e.commit_ts for e in later if isinstance(e, RowChange)) == [ts for ts in rows if ts >= cut]
+
+
+def test_streams_read_and_applied_to_their_end_are_forgotten_and_not_listed_again(tmp_path: Path) -> None:
+    """Issue 51: a follower's records do not grow with the changefeed's history. A table version
+    the checkpoint passed a newer one of is read once more; once its rows are applied its streams
+    leave the window and their cursors state.json, and `ended_versions` says per table up to which
+    version nothing is left, so a restart neither lists nor reads them; the tables stay exact."""
+    sim, replica, _ = _follow(tmp_path, seed=4)
+    progress, wh = replica.saved
+    assert compare_tables(sim.expected, wh.tables()) == []
+    assert replica.retired and progress.ended_versions
+    assert not replica.retired & {tp.topic for tp in progress.cursors}, "a forgotten stream's cursor was kept"
+    kept = sum(1 for tp in progress.cursors if "/meta" not in tp.topic)
+    # the same changefeed without forgetting keeps a cursor for every stream it ever read
+    unforgetting = Replica(tmp_path / "live", "csv", forget=False)
+    assert unforgetting.run()
+    assert sum(1 for tp in unforgetting.saved[0].cursors if "/meta" not in tp.topic) >= kept + len(replica.retired)
+
+    io = Counting()
+    restarted = Replica(tmp_path / "live", "csv", io=io)
+    restarted.saved = copy.deepcopy(replica.saved)
+    assert restarted.run()
+    ended = [str(v) for t, last in progress.ended_versions.items() for v in (tmp_path / "live" / t).iterdir()
+             if v.name.isdigit() and int(v.name) <= last]
+    assert ended and not [p for p in io.listed + io.reads if any(p == d or p.startswith(d + "/") for d in ended)]
+    assert compare_tables(sim.expected, restarted.saved[1].tables()) == []
+    assert restarted.saved[0].applied_ts == sim.expected.watermark
