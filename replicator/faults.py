@@ -6,7 +6,8 @@ SIGKILLs hit each of those instants only by luck. `REPLICATOR_FAULT="after_merge
 right after the third MERGE commit of the run, deterministically, so CI covers every instant.
 
 Spec: comma-separated `point:N` (the Nth time the point is reached) or `point:N:SECONDS`
-(for `mid_merge`: crash SECONDS after the Nth MERGE started, while Spark is executing it).
+(for `mid_merge` and `mid_compaction`: crash SECONDS after the Nth MERGE or OPTIMIZE started,
+while Spark is executing it).
 The crash is a SIGKILL of the process group when this process leads it (the Spark JVM, a
 child, dies with it, as in a machine crash), else `os._exit(137)`. With
 `REPLICATOR_FAULT_ACTION=stop` the process group is stopped instead (SIGSTOP: a long GC pause, a
@@ -25,14 +26,15 @@ from collections import Counter
 ENV = "REPLICATOR_FAULT"
 ACTION_ENV = "REPLICATOR_FAULT_ACTION"
 POINTS = ("after_merge", "after_append", "between_tables", "tables_in_flight", "mid_merge", "before_progress",
-          "after_progress", "mid_ddl", "after_dead_letters")
+          "after_progress", "mid_ddl", "after_dead_letters", "mid_compaction", "after_compaction")
 """after_merge: a table's write (MERGE or append) committed; after_append: a table's append of
 fresh inserts committed (its step's progress not); between_tables: ... and another table of the same step
 follows; tables_in_flight: a table's MERGE committed while another table's MERGE of the same step
 is still running (--apply-parallelism above 1); mid_merge: during a MERGE; before_progress: a
 step's Delta writes done, state.json not yet replaced; after_progress: state.json replaced,
 consumer-group offsets not yet committed; mid_ddl: after one Delta statement of a DDL;
-after_dead_letters: dead letters written, progress not yet."""
+after_dead_letters: dead letters written, progress not yet; mid_compaction: during a follower's
+OPTIMIZE between steps (with SECONDS, as mid_merge); after_compaction: that OPTIMIZE committed."""
 
 
 class _Faults:

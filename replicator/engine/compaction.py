@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from replicator.delta.maintenance import Maintainer, MaintainOptions, live_file_sizes
 from replicator.errors import LeaseLostError
+from replicator.faults import fault_point, fault_timer
 from replicator.metrics import Metrics
 
 log = logging.getLogger("replicator")
@@ -122,7 +123,9 @@ class Compactor:
             maintainer = self._maintainer()
             small = self._small(maintainer, path)
             if len(small) >= self.options.min_small_files:
+                fault_timer("mid_compaction")
                 maintainer.compact(path, table.name)
+                fault_point("after_compaction")
                 compacted = True
                 left = self._small(maintainer, path)
         except LeaseLostError:

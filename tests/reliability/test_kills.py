@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from replicator.codec import codec_for
 from replicator.delta.deadletter import read_dead_letters
 from replicator.delta.merge import DeltaApplier
 from replicator.delta.warehouse import Warehouse, table_uid
+from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.sinks import produce_topics
@@ -84,6 +86,41 @@ def test_crash_at_each_named_instant_then_rerun(kafka_bootstrap: str, spark: Any
     dead = read_dead_letters(spark, Warehouse(wh))
     assert [(d["topic"], d["partition"], d["offset"], d["value"]) for d in dead] == [
         (topic, 0, garbage_offset, GARBAGE)], "the bad message must be dead-lettered exactly once"
+
+
+def test_crash_inside_and_right_after_a_compaction_then_rerun(kafka_bootstrap: str, spark: Any,
+                                                              tmp_path: Path) -> None:
+    """The compaction between steps (engine/compaction.py) killed 0.3 s into its OPTIMIZE, then
+    right after the OPTIMIZE committed: each rerun goes on from the last step; the table equals
+    the stream, and its change feed holds every insert once (the OPTIMIZEs add none)."""
+    key = int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY | Flag.BINARY)
+    events: list[Any] = [DdlEvent(10, "s", "t", 3, "CREATE TABLE `s`.`t` (`id` INT PRIMARY KEY, `v` VARCHAR(8))")]
+    ts, expected = 11, {}
+    for _ in range(8):  # inserts only: one window, one appended file each
+        for k in range(len(expected), len(expected) + 3):
+            image = (Column("id", TypeCode.LONG, key, k), Column("v", TypeCode.VARCHAR, 0, f"v{k}"))
+            events.append(RowChange(ts, "s", "t", Op.INSERT, image, ()))
+            expected[k] = f"v{k}"
+            ts += 1
+        events.append(Resolved(ts))
+        ts += 1
+    topic = new_topic(kafka_bootstrap, 1, prefix="rel-compaction")
+    produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec_for("canal-json").encode(events)])
+    wh, log = tmp_path / "wh", tmp_path / "runs.log"
+    args = ("--compaction", "--min-small-files", "2", "--max-buffer-rows", "3")  # a table compacted every 2 steps
+    for fault in ("mid_compaction:1:0.3", "after_compaction:1"):
+        rc = start_run(kafka_bootstrap, topic, wh, "canal-json", *args, fault=fault, log=log).wait(timeout=900)
+        assert rc in (-9, 137), f"{fault}: the run was not crashed there (exit {rc}):\n{tail(log)}"
+        assert f"injected fault {fault.split(':')[0]}" in tail(log, 5), tail(log)
+    assert start_run(kafka_bootstrap, topic, wh, "canal-json", *args, log=log).wait(timeout=900) == 0, tail(log)
+    entry = Warehouse(wh).load_state().live_table("s", "t")
+    assert entry is not None
+    assert {r["id"]: r["v"] for r in spark.read.format("delta").load(entry.path).collect()} == expected
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{entry.path}`").collect()
+    assert sum(h["operation"] == "OPTIMIZE" for h in history) >= 1
+    changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0) \
+        .load(entry.path).collect()
+    assert sorted((r["id"], r["_change_type"]) for r in changes) == [(k, "insert") for k in sorted(expected)]
 
 
 def _tables_ahead_of_progress(spark: Any, wh: Path) -> int:
