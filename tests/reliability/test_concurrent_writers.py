@@ -103,7 +103,7 @@ class User(threading.Thread):
 
 
 def test_optimize_vacuum_and_readers_during_a_run(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
-    stream = generate(seed=81, n_txn=size(50, 2000), n_partitions=3, n_tables=3, truncate_prob=0.0)
+    stream = generate(seed=81, n_txn=size(80, 2000), n_partitions=3, n_tables=3, truncate_prob=0.0)
     topic = new_topic(kafka_bootstrap, 3, prefix="rel-concurrent")
     produce_stream(kafka_bootstrap, topic, stream.partitions, "open")
     wh = tmp_path / "wh"
