@@ -120,7 +120,7 @@ class SinkListing:
     def discover(self, cp: int, ended: Mapping[str, int] | None = None) -> None:
         """Find new schema files (table versions) and data streams (a new pass: listings are fresh).
         `ended`: per "schema/table", the version up to which every stream was read, applied and
-        forgotten (`StorageSinkSource._forget_applied`): those versions are not listed again."""
+        forgotten (`StorageSinkSource._forget`): those versions are not listed again."""
         self._pass_lists = {}
         for schema in self.children(self.root):
             if schema == METADATA:

@@ -122,7 +122,7 @@ class StorageSinkSource:
         self.checkpoint_read_at = 0.0  # wall-clock time it was read (status, lag)
         self.files_read = 0
         # Wired by the engine (engine/pipeline.py) to its applied watermark and its progress's
-        # `ended_versions`: streams read and applied to their end are forgotten (`_forget_applied`).
+        # `ended_versions`: streams read and applied to their end are forgotten (`_forget`).
         # Left as they are (nothing applied), nothing is forgotten.
         self.applied_ts: Callable[[], int] = lambda: -1
         self.ended_versions: dict[str, int] = {}
