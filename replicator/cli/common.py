@@ -97,3 +97,20 @@ def files_text(files: int | None, small: int | None) -> str:
     """The terminal's "files (small)" cell of `tables` and `status`: live data files, and how many
     of them are small (under half compaction's default target, delta/rowcount.py)."""
     return "-" if files is None else f"{files:,} ({small or 0:,})"
+
+
+def age_text(seconds: float) -> str:
+    """A short age: 40s, 12m, 5h, 3d."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def maintained_text(compacted_at: float | None, vacuumed_at: float | None, now: float) -> str:
+    """The terminal's "maintained" cell of `tables` and `status`: how long ago a follower or
+    `replicator maintain` last compacted and vacuumed the table (state.json); "-" for never."""
+    parts = [f"{what} {age_text(now - at)} ago" for what, at in (("compacted", compacted_at),
+                                                                 ("vacuumed", vacuumed_at)) if at is not None]
+    return ", ".join(parts) or "-"

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from replicator.cli.common import add_config, add_storage, files_text, settings_from
+from replicator.cli.common import add_config, add_storage, files_text, maintained_text, settings_from
 from replicator.cli.settings import ReplicatorSettings
 
 if TYPE_CHECKING:
@@ -150,12 +151,14 @@ def print_status(st: Status) -> None:
     for label, value in summary_lines(st):
         console.print(f"[bold]{label:<18}[/bold] {value}", highlight=False, soft_wrap=True)
     table = Table(title=f"{len(st.tables)} table{'s' if len(st.tables) != 1 else ''}")
-    for col in ("schema", "table", "Delta version", "rows", "files (small)", "applied ts", "path"):
+    now = time.time()
+    for col in ("schema", "table", "Delta version", "rows", "files (small)", "maintained", "applied ts", "path"):
         table.add_column(col, justify="right" if col in ("Delta version", "rows", "files (small)") else "left",
                          overflow="fold", no_wrap=col == "applied ts")
     for t in st.tables:
         table.add_row(t.schema, t.table, _text(t.delta_version), f"{t.rows:,}" if t.rows is not None else "-",
-                      files_text(t.files, t.small_files), _text(t.applied_ts), t.path)
+                      files_text(t.files, t.small_files), maintained_text(t.compacted_at, t.vacuumed_at, now),
+                      _text(t.applied_ts), t.path)
     console.print(table)
 
 

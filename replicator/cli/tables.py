@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from replicator.cli.common import add_config, add_storage, files_text, settings_from
+from replicator.cli.common import add_config, add_storage, files_text, maintained_text, settings_from
 from replicator.cli.settings import TablesCommand
 
 if TYPE_CHECKING:
@@ -63,13 +64,15 @@ def print_table(root: str, rows: Sequence[ListedTable]) -> None:
     from rich.table import Table
 
     table = Table(title=f"warehouse {root}")
+    now = time.time()
     sharded = any(r.shard is not None for r in rows)
-    for col in ("schema", "table", "rows", "files (small)", "key", "applied watermark", "reader features", "path",
-                "source", "catalog", *(("shard",) if sharded else ())):
+    for col in ("schema", "table", "rows", "files (small)", "maintained", "key", "applied watermark",
+                "reader features", "path", "source", "catalog", *(("shard",) if sharded else ())):
         table.add_column(col, justify="right" if col in ("rows", "files (small)") else "left", overflow="fold")
     for r in rows:
         table.add_row(r.schema, r.table, f"{r.rows:,}" if r.rows is not None else "-",
-                      files_text(r.files, r.small_files), ", ".join(r.key),
+                      files_text(r.files, r.small_files), maintained_text(r.compacted_at, r.vacuumed_at, now),
+                      ", ".join(r.key),
                       r.applied_text(), ", ".join(r.reader_features) or "-", r.path, r.source, r.catalog or "-",
                       *((r.shard or "-",) if sharded else ()))
     Console().print(table)

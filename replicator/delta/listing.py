@@ -48,6 +48,10 @@ class ListedTable:
     # counted; shown on a terminal only: the JSON and tab-separated forms keep their shape
     files: int | None = None
     small_files: int | None = None
+    # when a follower or `replicator maintain` last compacted / vacuumed it (Unix seconds, from
+    # state.json; None: not since state.json kept it); a terminal's too
+    compacted_at: float | None = None
+    vacuumed_at: float | None = None
 
     @property
     def readers(self) -> list[str]:
@@ -99,7 +103,7 @@ def _kafka_tables(state: State, entries: list[TableEntry], shard: str | None) ->
     return [ListedTable(e.schema_name, e.table, normalise_root(e.path), tuple(e.key), "kafka", state.applied_ts,
                         reader_features=tuple(reader_features(e.path)), reader_changes=tuple(e.reader_changes),
                         catalog=catalog.name_of(e.schema_name, e.table) if catalog is not None else None,
-                        shard=shard)
+                        shard=shard, compacted_at=state.compacted.get(e.uid), vacuumed_at=state.vacuumed.get(e.uid))
             for e in entries]
 
 

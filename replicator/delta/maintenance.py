@@ -27,7 +27,8 @@ What it does per table, in this order:
 and changes nothing. Otherwise every statement runs on the replicator's own session (`get_spark`:
 on s3a:// the conditional commit store) with the lease of the shard the table belongs to held and
 the JVM's commit fence armed (`commitfence.arm`), exactly as `replicator run` holds it: a follower
-on the same tables is refused (or waited for) and never races the rewrite.
+on the same tables is refused (or waited for) and never races the rewrite. When each table was
+compacted and vacuumed goes into the shard's state.json, as a follower records its own.
 """
 
 from __future__ import annotations
@@ -313,10 +314,13 @@ def maintain(root: str, options: MaintainOptions, *,
             if lease is not None and wh.on_object_store:
                 commitfence.arm(session, lease, wh.root)
             edge.fence, edge.epoch = wh.fence, wh.epoch
+            marks = _Marks(wh) if not options.dry_run else None
             try:
                 for t, plan in group:
                     maintainer.run(t, plan)
                     report.tables.append(plan)
+                    if marks is not None:
+                        marks.maintained(t, compacted=plan.compact)
                     if on_table is not None:
                         on_table(plan)
                 if not options.dry_run:  # the shard's own records are kept for the same retention
@@ -325,6 +329,26 @@ def maintain(root: str, options: MaintainOptions, *,
                 edge.fence, edge.epoch = _no_fence, _no_epoch
     report.seconds = time.monotonic() - started
     return report
+
+
+class _Marks:
+    """When each table was last compacted and vacuumed, in its shard's state.json (`vacuumed`,
+    `compacted`, as a follower keeps them), saved after each table: what `tables` and `status` show
+    and what a follower's next VACUUM is timed from. Only a warehouse a Kafka run wrote has one."""
+
+    def __init__(self, wh: Warehouse) -> None:
+        self.wh = wh
+        self.state = wh.load_state() if wh.state_path.exists() else None  # the holder's read
+
+    def maintained(self, t: ListedTable, *, compacted: bool) -> None:
+        entry = self.state.live_table(t.schema, t.table) if self.state is not None and t.source == "kafka" else None
+        if self.state is None or entry is None:
+            return
+        now = time.time()
+        self.state.vacuumed[entry.uid] = now
+        if compacted:
+            self.state.compacted[entry.uid] = now
+        self.wh.save_state(self.state)
 
 
 def _no_fence() -> None:

@@ -113,6 +113,8 @@ class TableStatus:
     # the log; shown on a terminal only: `--json` and the tab-separated form keep their shape
     files: int | None = None
     small_files: int | None = None
+    compacted_at: float | None = None  # last compaction and VACUUM (ListedTable's): a terminal's too
+    vacuumed_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.schema, "table": self.table, "path": self.path, "delta_version": self.delta_version,
@@ -215,7 +217,8 @@ def warehouse_status(root: str, *, now: float | None = None) -> Status:
     for t in listed:
         version, snap = _snapshot(t.path)
         tables.append(TableStatus(t.schema, t.table, t.path, t.source, version,
-                                  snap.rows if snap is not None else None, t.applied_ts, *file_counts(t.path)))
+                                  snap.rows if snap is not None else None, t.applied_ts, *file_counts(t.path),
+                                  compacted_at=t.compacted_at, vacuumed_at=t.vacuumed_at))
     if not wh.state_path.exists() and wh.recorded_shards() is not None:
         return sharded_status(wh, tables, now)
     state = wh.load_state() if wh.state_path.exists() else None

@@ -165,8 +165,10 @@ class State(BaseModel):
     shard_renames: list[Any] = Field(default_factory=list)
     # The lease epoch of the run that wrote it (storage/fenced.py); absent outside a locked run.
     epoch: int = 0
-    # When a follower last vacuumed each live table (Unix seconds, by uid: engine/compaction.py).
+    # When a follower or `replicator maintain` last vacuumed and compacted each live table (Unix
+    # seconds, by uid: engine/compaction.py, delta/maintenance.py); shown by `tables` and `status`.
     vacuumed: dict[str, float] = Field(default_factory=dict)
+    compacted: dict[str, float] = Field(default_factory=dict)
     updated_at: str | None = None
 
     @model_validator(mode="before")
@@ -202,8 +204,9 @@ class State(BaseModel):
             out.pop("shard_renames", None)  # sharded warehouses only
         if not out.get("epoch"):
             out.pop("epoch", None)  # written by a lease holder only
-        if not out.get("vacuumed"):
-            out.pop("vacuumed", None)  # by a follower that vacuums only
+        for maintained in ("vacuumed", "compacted"):
+            if not out.get(maintained):
+                out.pop(maintained, None)  # once a table was maintained only
         flat = self.progress.to_wire()
         ordered: dict[str, Any] = {}
         for k, v in out.items():

@@ -80,7 +80,7 @@ class WarehouseApplier:
                                 retention_hours=options.retention_hours)
         compacts = options.compaction if options.compaction is not None else not options.until_caught_up
         self.compactor = Compactor(lambda: Maintainer(self.delta, sizes), sizes, vacuumed=lambda: self.state.vacuumed,
-                                   metrics=self.metrics) if compacts else None
+                                   compacted=lambda: self.state.compacted, metrics=self.metrics) if compacts else None
 
     # -- the Spark side (spark_edge.py) -----------------------------------------------------------
     @property
@@ -153,9 +153,9 @@ class WarehouseApplier:
             s, c = self.summary, self.compactor
             s.compactions, s.compacted_files, s.compaction_s = c.compacted, c.files_compacted, c.seconds
             s.vacuums, s.vacuumed_bytes = c.vacuums, c.vacuumed_bytes
-            gone = [uid for uid in state.vacuumed if (e := tables.get(uid)) is None or e.status != "live"]
-            for uid in gone:  # kept for live tables only: bounded by them
-                del state.vacuumed[uid]
+            for marks in (state.vacuumed, state.compacted):  # kept for live tables only: bounded by them
+                for uid in [u for u in marks if (e := tables.get(u)) is None or e.status != "live"]:
+                    del marks[uid]
 
     def _roll_step_log(self) -> None:
         """Keep the step log bounded (delta/warehouse.py `roll_step_log`); a failure to is not the

@@ -20,7 +20,8 @@ retention is the run's (`--retention-hours`), never below the table's own
 `delta.deletedFileRetentionDuration`: a follower takes no `--allow-short-retention`. When each
 table was last vacuumed is kept in `state.json` (`vacuumed`, Unix seconds by table uid), so a
 restarted follower neither vacuums everything again nor forgets to; a table first seen by this
-run counts as vacuumed when it is first seen (a new table has nothing to remove).
+run counts as vacuumed when it is first seen (a new table has nothing to remove). When each was
+last compacted is kept there too (`compacted`), for `replicator tables` and `status` to show.
 """
 
 from __future__ import annotations
@@ -58,12 +59,14 @@ class Compactor:
     """Between a follower's steps: at most one table compacted (see module doc)."""
 
     def __init__(self, maintainer: Callable[[], Maintainer], options: MaintainOptions, *,
-                 vacuumed: Callable[[], dict[str, float]] | None = None, metrics: Metrics | None = None,
+                 vacuumed: Callable[[], dict[str, float]] | None = None,
+                 compacted: Callable[[], dict[str, float]] | None = None, metrics: Metrics | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self._maintainer = maintainer  # built on first use: the Spark side may not exist yet
         self.options = options
         # uid -> when last vacuumed (Unix seconds): the run's state.json `vacuumed`; None: never vacuum
         self._vacuumed = vacuumed
+        self._compacted = compacted  # uid -> when last compacted (state.json `compacted`); None: not kept
         self.vacuum_every = vacuum_every(options.retention_hours)
         self.metrics = metrics or Metrics()
         self._clock, self._wall = clock, wall
@@ -138,6 +141,8 @@ class Compactor:
         self.seconds += seconds
         if compacted:
             self.compacted += 1
+            if self._compacted is not None:
+                self._compacted()[table.uid] = self._wall()
             self.files_compacted += len(small)
             log.info("compacted %s: %d small files into %d in %.1fs", table.name, len(small), len(left), seconds)
         self.metrics.looked_at(table.name, small_files=len(left) if compacted else len(small),

@@ -83,6 +83,8 @@ def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_pat
     # compacted at least once after 3 steps; its commits change no data (change-data readers see none)
     optimized = [h for h in history if h["operation"] == "OPTIMIZE"]
     assert optimized and all(json.loads(h["userMetadata"])["replicator"]["kind"] == "maintain" for h in optimized)
+    compacted = Warehouse(wh).load_state().compacted  # when: for `tables` and `status`
+    assert set(compacted) == {entry.uid} and compacted[entry.uid] >= optimized[-1]["timestamp"].timestamp() - 1
     changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1).load(entry.path)
     net = {r["id"]: r["v"] for r in changes.orderBy("_commit_version").collect() if r["_change_type"] != "delete"
            and r["_change_type"] != "update_preimage"}

@@ -95,6 +95,7 @@ def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Pat
             plan["files_after"]) == (busiest, live[busiest], live[busiest], True, 1)
     assert {n: log_version(p) for n, p in tables.items()} == versions
     assert {n: _on_disk(p) for n, p in tables.items()} == disk
+    assert not Warehouse(wh).load_state().compacted and not Warehouse(wh).load_state().vacuumed
 
     # a retention below the tables' own (7 days) is refused unless asked for; nothing changed
     code, out, err = run_cli(capsys, "maintain", "--warehouse", str(wh), "--retention-hours", "1")
@@ -109,6 +110,12 @@ def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Pat
     code, out, err = run_cli(capsys, "maintain", "--warehouse", str(wh), "--json", "--min-small-files", small)
     assert code == 0, out + err
     done = {t["schema"] + "." + t["table"]: t for t in json.loads(out)["tables"]}
+    # when each table was maintained, in state.json: what `tables` and `status` show, what a
+    # follower times its next VACUUM from
+    state = Warehouse(wh).load_state()
+    uids = {f"{e.schema_name}.{e.table}": e.uid for e in state.live_tables()}
+    assert set(state.compacted) == {uids[busiest]} and set(state.vacuumed) == set(uids.values())
+    assert state.epoch >= 1
     assert done[busiest]["compact"] and done[busiest]["files_after"] == 1 and done[busiest]["vacuum_files"] == 0
     path = tables[busiest]
     optimize = _commits_of(path, int(versions[busiest] or 0), "OPTIMIZE")
@@ -137,6 +144,8 @@ def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Pat
                           "--allow-short-retention", "--include", busiest)
     assert code == 0, out + err
     [vac] = json.loads(out)["tables"]
+    again = Warehouse(wh).load_state()
+    assert again.compacted == state.compacted and again.vacuumed[uids[busiest]] > state.vacuumed[uids[busiest]]
     assert json.loads(out)["steps_rolled"] == steps - 1
     assert [w["kind"] for w in Warehouse(wh).windows()][:1] == (["rollup"] if steps > 1 else ["ddl"])
     remaining = _on_disk(path)

@@ -90,6 +90,21 @@ def test_a_table_is_compacted_once_it_holds_enough_small_files() -> None:
     assert c.compacted == 2 and c.files_compacted == 6
 
 
+def test_when_a_table_was_compacted_is_kept_only_when_it_was() -> None:
+    clock, compacted = _Clock(), {}
+    m = _Maintainer({"big": [10**6] * 5}, clock)
+    options = MaintainOptions(target_file_bytes=4096, min_small_files=3)
+    c = Compactor(lambda: cast(Any, m), options, clock=clock, wall=clock, compacted=lambda: compacted)
+    c.wrote([("big", "s.big", "big")] * 3)  # looked at, holds no small file: not compacted
+    clock.now += 20
+    assert not c.between_steps() and compacted == {}
+    assert [_step(c, m, clock, ["a"], 20) for _ in range(3)] == [False, False, True]
+    assert compacted == {"a": 81.0}  # by uid, at the wall clock of the compaction's end (80 + 1 s)
+    m.fails = RuntimeError("concurrent update")
+    assert [_step(c, m, clock, ["a"], 20) for _ in range(3)] == [False, False, False]
+    assert compacted == {"a": 81.0}
+
+
 def test_the_busiest_table_goes_first_and_a_big_one_is_left_alone() -> None:
     clock = _Clock()
     m = _Maintainer({"big": [10**6] * 5}, clock)

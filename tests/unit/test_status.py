@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from replicator.cli import main
+from replicator.cli.common import age_text, maintained_text
 from replicator.delta.rowcount import log_version, read_snapshot
 from replicator.delta.status import dead_letter_reason, lease_view, step_outcome, warehouse_status, watermark_age_s
 from replicator.delta.warehouse import State, TableEntry, Warehouse
@@ -141,7 +143,8 @@ def _warehouse(tmp_path: Path) -> Warehouse:
             _add("part-0.parquet", 5, {"storageType": "u", "pathOrInlineDv": "x", "cardinality": 1}),
             {"remove": {"path": "part-0.parquet"}})
     state = State(progress=Progress.from_wire(WATERMARK, {}, []), tables=tables, steps=3, source="kafka",
-                  protocol="open")
+                  protocol="open", compacted={"u1": NOW.timestamp() - 7200},
+                  vacuumed={"u1": NOW.timestamp() - 2 * 86400 - 60})
     wh.save_state(state)
     for n in (1, 2, 3):
         rec: dict[str, Any] = {"step": n, "hi": WATERMARK, "applied_ts": WATERMARK, "kind": "window",
@@ -181,9 +184,33 @@ def test_status_of_a_hand_built_warehouse(tmp_path: Path) -> None:
     assert [(t["schema"], t["table"], t["delta_version"], t["rows"], t["applied_ts"], t["source"])
             for t in doc["tables"]] == [("shop", "items", 0, 2, WATERMARK, "kafka"),
                                         ("shop", "orders", 2, 7, WATERMARK, "kafka")]
+    assert all(set(t) == {"schema", "table", "path", "delta_version", "rows", "applied_ts", "source"}
+               for t in doc["tables"])  # files and maintenance on a terminal only: the JSON keeps its shape
     # after the lease ran out: nobody, naming the last holder
     later = warehouse_status(wh.root, now=NOW.timestamp() + 3600).to_json()
     assert later["holder"] is None and later["last_holder"]["ended"] == "expired"
+
+
+def test_a_terminal_shows_files_and_when_each_table_was_last_maintained(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    wh = _warehouse(tmp_path)
+    st = warehouse_status(wh.root, now=NOW.timestamp())
+    assert [(t.table, t.compacted_at, t.vacuumed_at) for t in st.tables] == [
+        ("items", None, None), ("orders", NOW.timestamp() - 7200, NOW.timestamp() - 2 * 86400 - 60)]
+    assert maintained_text(None, None, 0) == "-"
+    assert maintained_text(NOW.timestamp() - 7200, NOW.timestamp() - 172860, NOW.timestamp()) == \
+        "compacted 2h ago, vacuumed 2d ago"
+    assert [age_text(s) for s in (-1, 59.9, 60, 3599, 3600, 86399, 86400 * 9)] == \
+        ["0s", "59s", "1m", "59m", "1h", "23h", "9d"]
+    monkeypatch.setenv("COLUMNS", "400")  # one line a table
+    capsys.readouterr()
+    for command in ("status", "tables"):
+        monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+        assert main([command, "--warehouse", wh.root]) == 0
+        out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # the terminal's styles
+        assert "maintained" in out and re.search(r"compacted \d+d ago, vacuumed \d+d ago", out), out
+        items = next(line for line in out.splitlines() if " items " in line)
+        assert "compacted" not in items and " - " in items
 
 
 def test_status_command_json_and_plain_and_read_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
