@@ -114,6 +114,8 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    help="tables of the follow section's stream, half insert-only (default 2)")
     p.add_argument("--follow-window", type=int, default=100,
                    help="first and last steps the follow section compares (default 100)")
+    p.add_argument("--no-follow-baseline", dest="follow_baseline", action="store_false",
+                   help="skip the follow section's local run without compaction (a long follow: half the hours)")
     p.add_argument("--ramp-drop-seconds", type=float, default=None,
                    help="seconds of the load drop (default 45; --quick: 15)")
     p.add_argument("--seed", type=int, default=1)
@@ -181,6 +183,7 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.follow_rows_per_step, cfg.follow_tables, cfg.follow_window = (a.follow_rows_per_step, a.follow_tables,
                                                                       a.follow_window)
     cfg.follow_read_repeat = 1 if a.quick else 3
+    cfg.follow_baseline = a.follow_baseline
     if (min(cfg.follow_steps, cfg.follow_rows_per_step, cfg.follow_tables, cfg.follow_window) < 1
             or cfg.follow_s3_steps < 0):
         p.error("--follow-steps, --follow-rows-per-step, --follow-tables and --follow-window must be >= 1, "

@@ -126,6 +126,9 @@ class BenchConfig:
     follow_tables: int = 2
     follow_window: int = 100
     follow_read_repeat: int = 3
+    # the local run without compaction beside the compacting one (off: only the compacting runs, for
+    # a long follow that would otherwise take twice the hours)
+    follow_baseline: bool = True
     seed: int = 1
     out: Path = field(default_factory=lambda: Path("bench"))
     quick: bool = False

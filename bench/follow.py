@@ -121,7 +121,8 @@ def bench_follow(cfg: BenchConfig, bootstrap: str, scratch: Path, server: S3Targ
                            "tables": max(cfg.follow_tables, 2), "partitions": cfg.partitions,
                            "window": cfg.follow_window, "warm_up_steps": WARM_UP_STEPS, "targets": {}}
     # the same stream with and without a follower's compaction between steps, side by side
-    plan = [("local", cfg.follow_steps, False), (COMPACTING, cfg.follow_steps, True)]
+    plan = [("local", cfg.follow_steps, False)] if cfg.follow_baseline else []
+    plan.append((COMPACTING, cfg.follow_steps, True))
     if server is not None and cfg.follow_s3_steps > 0:
         plan.append(("s3", cfg.follow_s3_steps, True))
     streams: dict[int, dict[str, Any]] = {}
