@@ -24,7 +24,7 @@ from replicator.binlog_apply.model import (
     txn_version,
 )
 from replicator.binlog_apply.translate import translate, verify_generated
-from replicator.delta.binlog_state import STATE_FILE, BinlogState, InFlight, Position, load_state, save_state
+from replicator.delta.binlog_state import STATE_FILE, BinlogState, InFlight, Position, load_state, state_bytes
 from replicator.delta.edge import DeltaEdge, is_conflict
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import (
@@ -148,6 +148,11 @@ class BinlogApplier:
     def edge(self) -> DeltaEdge:
         """Every Delta statement goes through the edge: idempotent-write confs, conflict retries."""
         if self._edge is None:
+            lease = self.warehouse.lease
+            if lease is not None and self.warehouse.on_object_store:  # commits fenced in the JVM too
+                from replicator.delta import commitfence
+
+                commitfence.arm(self.spark, lease, self.warehouse.root)
             self._edge = DeltaEdge(self.spark)
             self._edge.fence = self.warehouse.fence
             self._edge.epoch = self.warehouse.epoch
@@ -158,7 +163,8 @@ class BinlogApplier:
         check_paths(paths)
         self.summary = Summary()
         with self.warehouse.locked(wait=wait):
-            self.state = load_state(self.state_path)
+            self._edge = None  # built (and its commits fenced) under this run's lease
+            self.state = load_state(self.state_path, self.warehouse.read_own(self.state_path))
             self.catalog = Catalog(self.state.tables)
             self.state.log = str(Path(paths[0]).resolve())
             assembler = TransactionAssembler(self.default_database)
@@ -225,9 +231,11 @@ class BinlogApplier:
         self.summary.last_gtid, self.summary.last_seq = txn.gtid, txn.seq
 
     def _save(self) -> None:
+        """binlog.json, written by token: conditional on what this holder last read or wrote, and
+        stamped with its lease epoch (a stale run's late write never replaces a newer one's)."""
         self.state.tables = self.catalog.tables()
-        self.warehouse.fence()
-        save_state(self.state_path, self.state)
+        self.state.epoch = self.warehouse.epoch()
+        self.warehouse.write_own(self.state_path, state_bytes(self.state))
 
     def _statement(self, txn: Transaction, index: int) -> None:
         stmt = txn.statements[index]

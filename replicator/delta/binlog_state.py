@@ -89,11 +89,16 @@ class BinlogState(BaseModel):
     tables: list[TableInfo] = Field(default_factory=list)
     transactions: int = 0
     statements: int = 0
+    # The lease epoch of the run that wrote it (storage/fenced.py): a refused write compares it.
+    epoch: int = 0
     updated_at: str | None = None
 
 
-def load_state(path: Location | str | os.PathLike[str]) -> BinlogState:
-    state = read_state_file(as_location(path), BinlogState, STATE_FORMAT) or BinlogState()
+def load_state(path: Location | str | os.PathLike[str], data: bytes | None = None) -> BinlogState:
+    """binlog.json at `path` (`data`: its bytes, already read); an empty state when absent."""
+    where = as_location(path)
+    state = (read_state_file(where, BinlogState, STATE_FORMAT, data) if data is not None
+             else read_state_file(where, BinlogState, STATE_FORMAT)) or BinlogState()
     if state.current is not None and state.current.seq <= (state.applied.seq if state.applied else 0):
         raise StateError(f"{path}: the in-flight transaction is at or before the applied one")
     return state
@@ -102,5 +107,10 @@ def load_state(path: Location | str | os.PathLike[str]) -> BinlogState:
 def save_state(path: Location | str | os.PathLike[str], state: BinlogState) -> None:
     """Atomic, durable replace (the store's `write`): a crash leaves the old or the new state."""
     where = as_location(path)
+    where.io.write(where.path, state_bytes(state))
+
+
+def state_bytes(state: BinlogState) -> bytes:
+    """binlog.json's bytes, stamped with the time."""
     state.updated_at = dt.datetime.now(dt.UTC).isoformat()
-    where.io.write(where.path, state.model_dump_json(indent=1).encode())
+    return state.model_dump_json(indent=1).encode()

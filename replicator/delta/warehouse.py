@@ -371,28 +371,37 @@ class Warehouse:
             self.lease.check()
 
     # -- state ---------------------------------------------------------------------------------
-    def load_state(self) -> State:
+    def read_own(self, where: Location) -> bytes | None:
+        """One of the run's own files (state.json, binlog.json) as it is now, None when absent;
+        inside `locked()` the holder's read: its next write of the file is conditional on what it
+        read (storage/fenced.py)."""
         if self.writer is None:
-            return read_state_file(self.state_path, State, STATE_FORMAT) or State()
-        # The lease holder's read: its next write is conditional on what it read (storage/fenced.py).
-        current = self.io.read_versioned(self.state_path.path)
-        self.writer.seen(self.state_path.path, current.etag if current is not None else None)
-        if current is None:  # a new warehouse: nothing to read again
-            return State()
-        return read_state_file(self.state_path, State, STATE_FORMAT, current.data) or State()
+            return where.io.read(where.path)
+        current = self.io.read_versioned(where.path)
+        self.writer.seen(where.path, current.etag if current is not None else None)
+        return current.data if current is not None else None
+
+    def write_own(self, where: Location, data: bytes) -> None:
+        """Atomic, durable replace of one of the run's own files (a crash leaves the old or the new
+        one); fenced by the lease, and by the store itself: a stale holder's late write cannot land
+        over this one's, and this one goes over a stale holder's only (storage/fenced.py)."""
+        self.fence()
+        if self.writer is None:
+            self.io.write(where.path, data)
+        else:
+            self.writer.write(where.path, data)
+
+    def load_state(self) -> State:
+        data = self.read_own(self.state_path)
+        return (read_state_file(self.state_path, State, STATE_FORMAT, data) if data is not None else None) or State()
 
     def save_state(self, state: State) -> None:
-        """Atomic, durable replace: a crash leaves the old or the new state; fenced by the lease,
-        and by the store itself: a stale holder's late write cannot land over this one's."""
+        """Replace state.json (`write_own`), stamped with this run's lease epoch."""
         self.fence()
         started = time.monotonic()
         state.updated_at = dt.datetime.now(dt.UTC).isoformat()
         state.epoch = self.epoch()
-        data = state.model_dump_json(by_alias=True, indent=1).encode()
-        if self.writer is None:
-            self.io.write(self.state_path.path, data)
-        else:
-            self.writer.write(self.state_path.path, data)
+        self.write_own(self.state_path, state.model_dump_json(by_alias=True, indent=1).encode())
         self.state_write_s += time.monotonic() - started
 
     def append_window(self, record: dict[str, Any]) -> None:

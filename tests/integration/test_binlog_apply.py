@@ -131,6 +131,7 @@ def test_workload_applies_to_the_expected_tables(spark: Any, reference: Referenc
     assert reference.tables == EXPECTED
     state = load_state(reference.wh / "_replicator" / "binlog.json")
     assert state.applied is not None and tuple(state.applied.gtid) == (1, 6) and state.applied.seq == 6
+    assert state.epoch == 1, "written under the run's lease, by token"
     assert [t.table for t in state.tables if t.status == "dropped"] == ["tmp"]
     whatever = next(t for t in state.tables if t.table == "whatever")
     history = spark.sql(f"DESCRIBE HISTORY delta.{q(whatever.path)}").collect()

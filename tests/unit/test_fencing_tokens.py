@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pytest
 
+from replicator.delta.binlog_state import STATE_FILE, load_state, state_bytes
 from replicator.delta.edge import DeltaEdge
 from replicator.delta.warehouse import State, Warehouse
 from replicator.errors import LeaseLostError
@@ -107,6 +108,30 @@ def test_everything_a_holder_writes_carries_its_epoch(tmp_path: Path) -> None:
     assert wh.epoch() == 0, "outside a locked run nothing is stamped"
     assert "epoch" not in json.loads(State().model_dump_json()), "absent where no holder wrote it"
     assert os.path.exists(wh.lease_path.path)
+
+
+def test_binlog_progress_is_written_by_token(tmp_path: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    where = wh.meta / STATE_FILE
+    with wh.locked():
+        state = load_state(where, wh.read_own(where))
+        state.transactions, state.epoch = 1, wh.epoch()
+        wh.write_own(where, state_bytes(state))
+        assert json.loads(where.read_bytes())["epoch"] == 1
+        # a newer holder (this one's lease lost unseen, a pause) wrote its progress since
+        newer = {**json.loads(where.read_bytes()), "epoch": 2, "transactions": 5}
+        where.io.write(where.path, json.dumps(newer).encode())
+        state.transactions = 2
+        with pytest.raises(LeaseLostError, match="written under lease epoch 2, this run's is 1"):
+            wh.write_own(where, state_bytes(state))
+    assert load_state(where).transactions == 5, "older progress never replaces a newer holder's"
+    with wh.locked():  # the next holder goes over a stale holder's late write
+        state = load_state(where, wh.read_own(where))
+        stale = {**json.loads(where.read_bytes()), "epoch": 1, "transactions": 9}
+        where.io.write(where.path, json.dumps(stale).encode())
+        state.epoch = wh.epoch()
+        wh.write_own(where, state_bytes(state))
+    assert (load_state(where).transactions, load_state(where).epoch) == (5, 2)
 
 
 def _commit(meta: dict[str, Any] | None) -> bytes:
