@@ -15,21 +15,17 @@ Pure: no Spark or Kafka.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from replicator.delta.ddlparse.statements import Name, parse_renames
-from replicator.errors import DdlError
-from replicator.events import DdlCode, DdlEvent, Event, RowChange
+from replicator.engine.ddlseen import SeenDdls, cut_rename, rename_pairs
+from replicator.events import DdlEvent, Event, RowChange
 from replicator.filters import TableFilter
+from replicator.shards import Rename
 
 log = logging.getLogger("replicator")
-
-SEEN_DDLS = 10_000
-"""DDLs remembered to count each once (broadcast copies arrive close together)."""
 
 
 @dataclass
@@ -44,18 +40,13 @@ class FilterCounts:
         return {"rows": dict(sorted(self.rows.items())), "ddl": dict(sorted(self.ddl.items()))}
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 class EventFilter:
     """Drops the events of filtered tables from a decoded message's events."""
 
     def __init__(self, tables: TableFilter, counts: FilterCounts | None = None) -> None:
         self.tables = tables
         self.counts = counts or FilterCounts()
-        # A DDL comes once per partition (broadcast) and again on replays: counted and logged once.
-        self._seen: dict[tuple[int, str], None] = {}
+        self._seen = SeenDdls()  # a DDL is counted and logged once (broadcast copies, replays)
 
     def apply(self, events: Sequence[Event]) -> list[Event]:
         out: list[Event] = []
@@ -74,14 +65,9 @@ class EventFilter:
         return out
 
     def _ddl(self, ddl: DdlEvent) -> DdlEvent | None:
-        key = (ddl.commit_ts, ddl.query)
-        first = key not in self._seen
-        if first:
-            self._seen[key] = None
-            if len(self._seen) > SEEN_DDLS:
-                del self._seen[next(iter(self._seen))]
+        first = self._seen.first(ddl)
         counts = self.counts.ddl if first else Counter()
-        pairs = self._renames(ddl)
+        pairs = rename_pairs(ddl)
         if pairs is not None:
             return self._rename(ddl, pairs, counts, log_it=first)
         reason = (self.tables.reason(ddl.schema, ddl.table) if ddl.table
@@ -91,22 +77,9 @@ class EventFilter:
             return None
         return ddl
 
-    @staticmethod
-    def _renames(ddl: DdlEvent) -> list[tuple[Name, Name]] | None:
-        """A "Rename Table" DDL's pairs, as its applier reads them; None for any other DDL."""
-        if ddl.ddl_type != DdlCode.RENAME_TABLE:
-            return None
-        try:
-            return parse_renames(ddl.query)
-        except DdlError:
-            return None  # not a statement the applier reads either: it reports it
-
-    def _rename(self, ddl: DdlEvent, pairs: list[tuple[Name, Name]], counts: Counter[str], *,
-                log_it: bool) -> DdlEvent | None:
-        kept: list[tuple[tuple[str, str], tuple[str, str]]] = []
-        for (old_schema, old_table), (new_schema, new_table) in pairs:
-            old = (old_schema or ddl.schema, old_table)
-            new = (new_schema or old_schema or ddl.schema, new_table)
+    def _rename(self, ddl: DdlEvent, pairs: list[Rename], counts: Counter[str], *, log_it: bool) -> DdlEvent | None:
+        kept: list[Rename] = []
+        for old, new in pairs:
             old_reason, new_reason = self.tables.reason(*old), self.tables.reason(*new)
             level = logging.WARNING if log_it else logging.DEBUG
             if old_reason is None and new_reason is None:
@@ -126,8 +99,4 @@ class EventFilter:
                 counts[old_reason] += 1
         if not kept:
             return None
-        if len(kept) == len(pairs):
-            return ddl
-        query = "RENAME TABLE " + ", ".join(
-            f"{_quote(o[0])}.{_quote(o[1])} TO {_quote(n[0])}.{_quote(n[1])}" for o, n in kept)
-        return dataclasses.replace(ddl, query=query, ddl_type=int(DdlCode.RENAME_TABLE))
+        return ddl if len(kept) == len(pairs) else cut_rename(ddl, kept)

@@ -261,15 +261,7 @@ class Engine:
             if tp not in known:
                 windower.add_partition(tp)
                 known.add(tp)
-            events = stored.decode(rec)
-            if self._shard is not None:
-                events = self._shard.apply(events, tp)
-            if self._filter is not None:
-                events = self._filter.apply(events)
-            for ev in events:
-                if isinstance(ev, RowChange):
-                    check_row(ev)
-            return events
+            return self._admit(stored.decode(rec), tp)
 
         return decode
 
@@ -339,13 +331,23 @@ class Engine:
 
     def _decode_record(self, rec: Record) -> list[Event]:
         pos = Position(rec.topic, rec.partition, rec.offset)
-        assert self._codec is not None and self._claim_checks is not None
+        claims = self._claim_checks
+        assert self._codec is not None and claims is not None
         events = self._codec.decode(rec.key, rec.value, options=self._decode_options, position=pos)
+        # ClaimCheckError: stops the run (not dead-lettered)
+        return self._admit(events, TP(rec.topic, rec.partition), lambda evs: claims.resolve(evs, pos))
+
+    def _admit(self, events: list[Event], tp: TP,
+               resolve: Callable[[list[Event]], list[Event]] | None = None) -> list[Event]:
+        """What every decoded record's events go through, whichever source: other shards' events
+        dropped, the table filter, large messages fetched (`resolve`: after the filters, so a
+        filtered-out table's are never fetched), every row checked."""
         if self._shard is not None:
-            events = self._shard.apply(events, TP(rec.topic, rec.partition))
+            events = self._shard.apply(events, tp)
         if self._filter is not None:
             events = self._filter.apply(events)
-        events = self._claim_checks.resolve(events, pos)  # ClaimCheckError: stops the run (not dead-lettered)
+        if resolve is not None:
+            events = resolve(events)
         for ev in events:
             if isinstance(ev, RowChange):
                 check_row(ev)

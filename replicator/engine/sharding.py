@@ -26,12 +26,11 @@ import logging
 from collections.abc import Sequence
 from typing import Literal
 
-from replicator.delta.ddlparse.statements import parse_renames
+from replicator.engine.ddlseen import SeenDdls, cut_rename, rename_pairs
 from replicator.engine.filtering import FilterCounts
 from replicator.engine.plan import Rows
 from replicator.engine.window import Step
-from replicator.errors import DdlError
-from replicator.events import TP, DdlCode, DdlEvent, Event, Position, Resolved, RowChange
+from replicator.events import TP, DdlEvent, Event, Position, Resolved, RowChange
 from replicator.shards import Identities, Rename, ShardSpec
 from replicator.tables import TableName
 
@@ -39,10 +38,6 @@ log = logging.getLogger("replicator")
 
 Mode = Literal["partition", "partition0", "step"]
 OTHER_SHARD = "other_shard"
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class ShardFilter:
@@ -55,7 +50,7 @@ class ShardFilter:
         self.mode = mode
         self.counts = counts or FilterCounts()
         self._p0_resolved = 0  # partition0: the last resolved ts read on partition 0 (this run)
-        self._seen: dict[tuple[int, str], None] = {}  # DDLs counted once (broadcast copies)
+        self._seen = SeenDdls()  # DDLs counted once (broadcast copies)
         self._owned: dict[TableName, bool] = {}  # names no rename touches -> owned (cleared by a rename)
 
     def owns(self, schema: str, table: str, ts: int) -> bool:
@@ -81,7 +76,7 @@ class ShardFilter:
                     self.counts.rows[OTHER_SHARD] += 1
                     continue
             elif isinstance(ev, DdlEvent):
-                pairs = self._renames(ev)
+                pairs = rename_pairs(ev)
                 if pairs and self.identities.rename(ev.commit_ts, pairs):
                     self._owned.clear()
                 if self.mode != "step":
@@ -123,7 +118,7 @@ class ShardFilter:
                 rows[name] = kept
         ddls = step.ddls
         if self.mode == "step":
-            ddls = tuple(d for d in (self._ddl(ev, self._renames(ev)) for ev in step.ddls) if d is not None)
+            ddls = tuple(d for d in (self._ddl(ev, rename_pairs(ev)) for ev in step.ddls) if d is not None)
         if not changed and ddls == step.ddls:
             return step
         return dataclasses.replace(step, rows=rows, ddls=ddls)
@@ -143,29 +138,8 @@ class ShardFilter:
         return kept
 
     # -- DDLs -----------------------------------------------------------------------------------
-    @staticmethod
-    def _renames(ddl: DdlEvent) -> list[Rename] | None:
-        """A RENAME's (old, new) pairs with their schemas; None for any other DDL (or one its
-        applier cannot read either: it reports it)."""
-        if ddl.ddl_type != DdlCode.RENAME_TABLE:
-            return None
-        try:
-            pairs = parse_renames(ddl.query)
-        except DdlError:
-            return None
-        out: list[Rename] = []
-        for (old_schema, old_table), (new_schema, new_table) in pairs:
-            old = (old_schema or ddl.schema, old_table)
-            out.append((old, (new_schema or old_schema or ddl.schema, new_table)))
-        return out
-
     def _ddl(self, ddl: DdlEvent, pairs: list[Rename] | None) -> DdlEvent | None:
-        key = (ddl.commit_ts, ddl.query)
-        first = key not in self._seen
-        if first:
-            self._seen[key] = None
-            if len(self._seen) > 10_000:
-                del self._seen[next(iter(self._seen))]
+        first = self._seen.first(ddl)
         if pairs:
             idents = self.identities.pair_identities(ddl.commit_ts, pairs)
             kept = [pair for pair, ident in zip(pairs, idents, strict=True) if self.shard.owns(ident)]
@@ -173,11 +147,7 @@ class ShardFilter:
                 return ddl
             if first:
                 self.counts.ddl[OTHER_SHARD] += 1
-            if not kept:
-                return None
-            query = "RENAME TABLE " + ", ".join(
-                f"{_quote(o[0])}.{_quote(o[1])} TO {_quote(n[0])}.{_quote(n[1])}" for o, n in kept)
-            return dataclasses.replace(ddl, query=query, ddl_type=int(DdlCode.RENAME_TABLE))
+            return cut_rename(ddl, kept) if kept else None
         if not ddl.table:
             return ddl  # database-level: every shard's, applied to its own tables
         if self.owns(ddl.schema, ddl.table, ddl.commit_ts):
