@@ -5,6 +5,11 @@
 commit. `arm` keeps that fence in step with the lease: after every renewal it is armed with the
 time left before the lease's monotonic deadline; when the lease is lost the fence closes and the
 run's Spark jobs are cancelled, so no commit of this process can land once a taker may start.
+
+`replicator.s3commit.Pin` holds, per table, the version its next data commit from this JVM must
+have: the one after the version whose log gave the table's applied ts (`pins`, used by
+delta/edge.py). A commit of anyone else in between makes the data write fail as a lost race
+instead of landing on top of it; the applier re-reads the log and re-plans.
 """
 
 from __future__ import annotations
@@ -27,6 +32,14 @@ LOG_STORE_CONF = "spark.delta.logStore.s3a.impl"
 
 def uses_commit_store(spark: SparkSession) -> bool:
     return spark.conf.get(LOG_STORE_CONF, None) == jars.COMMIT_STORE_CLASS
+
+
+def pins(spark: SparkSession) -> Any | None:
+    """The JVM's `Pin` class (readAt, guard, unguard, next) when the session commits s3a:// tables
+    through the replicator's commit store; None otherwise (nothing to pin)."""
+    if not uses_commit_store(spark):
+        return None
+    return functools.reduce(getattr, jars.PIN_CLASS.split("."), spark.sparkContext._jvm)
 
 
 def arm(spark: SparkSession, lease: Lease, warehouse: str) -> None:

@@ -141,6 +141,7 @@ class DeltaEdge:
         self.commits = CommitCounts()  # shared likewise
         # The lease epoch every commit's userMetadata carries (`stamped`); shared likewise.
         self.epoch: Callable[[], int] = _no_epoch
+        self._pin_class: Any = _UNKNOWN  # the JVM's commit pins (`pin_read`), looked up once
 
     @property
     def conflict_retries(self) -> int:
@@ -303,6 +304,38 @@ class DeltaEdge:
     def table_version(self, path: str) -> int:
         return int(self.snapshot(path).version())
 
+    # -- version-pinned data commits (s3a://, under a lease: delta/commitfence.py) ------------------
+    def _pins(self, path: str) -> Any | None:
+        if not self.epoch() or not path.startswith("s3a://"):
+            return None
+        if self._pin_class is _UNKNOWN:
+            from replicator.delta.commitfence import pins
+
+            self._pin_class = pins(self.spark)
+        return self._pin_class
+
+    def pin_read(self, path: str, version: int) -> None:
+        """What the table holds was read at `version`: the plans of its data writes rest on it,
+        so its next data commit from this JVM must be `version` + 1 (or it fails as a lost race,
+        `pinned`)."""
+        pins = self._pins(path)
+        if pins is not None:
+            pins.readAt(path, version)
+
+    @contextmanager
+    def pinned(self, path: str) -> Iterator[None]:
+        """A data write of the table: its commit lands on the version its plan was read at, or
+        fails as a lost race (`is_commit_raced`) when anyone else committed since."""
+        pins = self._pins(path)
+        if pins is None:
+            yield
+            return
+        pins.guard(path)
+        try:
+            yield
+        finally:
+            pins.unguard(path)
+
     def cached_version(self, path: str) -> int:
         """The version of the session's cached snapshot of the table, without listing the log.
 
@@ -331,6 +364,7 @@ class DeltaEdge:
         under a later lease epoch than this run's stops it (LeaseLostError): a newer holder wrote
         the table, whatever this run's clock says (storage/lease.py)."""
         version = self.table_version(path)
+        self.pin_read(path, version)
         base = path.rstrip("/") + "/_delta_log/"
         mine = self.epoch()
         for v in range(version, -1, -1):
@@ -415,3 +449,7 @@ def _no_epoch() -> int:
 
 def _no_fence() -> None:
     return None
+
+
+_UNKNOWN: Any = object()
+"""Not looked up yet (`DeltaEdge._pins`)."""

@@ -243,6 +243,7 @@ def fetch(groups: Iterable[str], into: Path, *, repo: str | None = None, timeout
 COMMIT_STORE_JAR = "replicator-s3commit.jar"
 COMMIT_STORE_CLASS = "replicator.s3commit.ConditionalS3LogStore"
 FENCE_CLASS = "replicator.s3commit.Fence"
+PIN_CLASS = "replicator.s3commit.Pin"
 _COMMIT_STORE_SOURCES = Path(__file__).with_name("java") / "s3commit"
 
 

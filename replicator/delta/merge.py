@@ -391,7 +391,9 @@ class DeltaApplier(DeltaEdge):
     def holds_nothing(self, path: str, uid: str) -> None:
         """The table was just created at version 0 by this run (its log holds only the CREATE):
         it holds no step yet, so its first write need not list and read its log to find out."""
-        self._applied.setdefault((path, uid), -1)
+        if (path, uid) not in self._applied:
+            self._applied[(path, uid)] = -1
+            self.pin_read(path, 0)
 
     def _skip(self, path: str, uid: str, version: int) -> bool:
         return version <= self.applied_ts(path, uid)
@@ -439,8 +441,9 @@ class DeltaApplier(DeltaEdge):
 
     def _raced(self, path: str, uid: str, version: int, write: Callable[[bool], MergeResult],
                skipped: Callable[[], MergeResult]) -> MergeResult:
-        """`write(as_merge)`, re-planned when another writer took its commit version first (the
-        s3a commit store's `CommitRacedException`; nothing of ours committed). This run's lease is
+        """`write(as_merge)`, re-planned when another writer took its commit version first or
+        committed since the plan's version was read (the s3a commit store's `CommitRacedException`
+        and its pin, delta/commitfence.py; nothing of ours committed). This run's lease is
         checked first: a holder that lost it stops here. Then the table's applied ts is read
         back again: at or past `version`, the other commit already holds these changes (a stale
         holder's write of the same step): skipped. Moved but short of it (a stale holder's
@@ -450,7 +453,8 @@ class DeltaApplier(DeltaEdge):
         while True:
             before = self.applied_ts(path, uid)
             try:
-                return write(as_merge)
+                with self.pinned(path):  # the commit lands on the version `before` was read at, or races
+                    return write(as_merge)
             except Exception as exc:
                 if not is_commit_raced(exc) or attempt >= self.max_retries:
                     raise

@@ -28,7 +28,8 @@ import software.amazon.awssdk.services.s3.model.S3Exception;
  * version exactly one wins, whichever JVM or machine they run in (Delta's own
  * {@code S3SingleDriverLogStore} checks existence and then PUTs, which is safe inside one JVM
  * only). The loser gets {@link CommitRacedException}. Before each commit the writer lease is
- * checked in the JVM ({@link Fence}). Checkpoints and other overwritable files are plain PUTs.
+ * checked in the JVM ({@link Fence}), and a pinned table's commit must have the version its write
+ * was planned on ({@link Pin}). Checkpoints and other overwritable files are plain PUTs.
  */
 public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
 
@@ -57,6 +58,10 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
             return;
         }
         Fence.check(path.toString());
+        long version = commitVersion(path);
+        if (version >= 0) {
+            Pin.check(path.getParent().toUri(), version);
+        }
         if (!(fs instanceof S3AFileSystem)) {
             throw new IOException("replicator: " + path + " is not on S3A (" + fs.getClass().getName()
                     + "); this log store serves s3a:// tables only");
@@ -75,6 +80,7 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         PutObjectRequest put = builder.overrideConfiguration(override.putHeader("If-None-Match", "*").build()).build();
         try {
             client.putObject(put, RequestBody.fromBytes(data));
+            written(path, version);
         } catch (S3Exception e) {
             int status = e.statusCode();
             if (status != 412 && status != 409) {
@@ -85,8 +91,29 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
                         + " was written by another writer first (" + status + ")");
             }
             // Our own PUT landed and its retry was refused: the commit is ours.
+            written(path, version);
         } catch (SdkException e) {
             throw new IOException("replicator: could not write " + path + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** N of a commit file {@code N.json} (20 digits), -1 for any other file (a checksum, a checkpoint). */
+    private static long commitVersion(Path path) {
+        String name = path.getName();
+        if (name.length() != 25 || !name.endsWith(".json")) {
+            return -1L;
+        }
+        for (int i = 0; i < 20; i++) {
+            if (!Character.isDigit(name.charAt(i))) {
+                return -1L;
+            }
+        }
+        return Long.parseLong(name.substring(0, 20));
+    }
+
+    private static void written(Path path, long version) {
+        if (version >= 0) {
+            Pin.written(path.getParent().toUri(), version);
         }
     }
 
