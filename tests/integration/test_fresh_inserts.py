@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
+from replicator.delta import commitfence
 from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import ColumnSpec, TableSpec
+from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +136,39 @@ def test_a_raced_commit_is_re_planned_from_what_the_table_holds(spark: Any, tmp_
     assert res.kind == expected_kind
     assert _rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")], "every row once"
     assert applier.applied_ts(path, "t") == 20
+
+
+def test_a_stale_commit_between_read_and_write_is_re_planned_not_written_over(spark: Any, s3_store: S3Server) -> None:
+    """A data commit lands on the version its plan was read at, or not at all (issue 50, item 2;
+    the s3a commit store's `Pin`, delta/commitfence.py): a stale holder's commit that lands between
+    the moment a run read what a table holds and its next write is not written on top of. Before
+    pins, Delta's own snapshot saw the stale commit and put the append at the version after it, so
+    a step the stale holder had also written was in the table twice. The stale holder is another
+    driver in real life; here a second applier in this JVM, and the pin is set back afterwards to
+    what it was: what a commit of another JVM leaves (this JVM's log store moves the pin on only for
+    its own commits)."""
+    pins = commitfence.pins(spark)
+    assert pins is not None, "the tests' session commits s3a:// tables through the replicator's store"
+    root = s3_store.warehouse_url("pinned")
+    holder = DeltaApplier(spark)
+    holder.epoch = lambda: 2  # a lease holder: its data writes are pinned
+    stale = DeltaApplier(spark)  # the holder before it (epoch 1), paused, then resumed
+    stale.epoch = lambda: 1
+    step = [_fresh(2, "b"), _fresh(3, "c")]
+    for case, late, expected_kind in (("same step", (step, 20), "none"),
+                                      ("earlier step", ([_fresh(2, "b")], 15), "merge")):
+        path = f"{root}/{case.replace(' ', '_')}"
+        holder.create_table(path, SPEC)
+        holder.holds_nothing(path, case)
+        assert stale.applied_ts(path, case) == -1  # what the stale holder read before it was paused
+        holder.merge(path, case, SPEC, [_fresh(1, "a")], 10, _meta(10))
+        read_at = holder.cached_version(path)
+        assert pins.next(path) == read_at + 1, "the holder's own commit moved its pin on"
+        changes, ts = late
+        stale.merge(path, case, SPEC, changes, ts, _meta(ts))  # resumed: its late commit lands on top
+        pins.readAt(path, read_at)  # as another JVM's commit leaves this JVM's pin
+        res = holder.merge(path, case, SPEC, step, 20, _meta(20))
+        assert res.kind == expected_kind, case
+        assert _rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")], f"{case}: every row once"
+        assert holder.applied_ts(path, case) == 20
+        assert pins.next(path) == holder.table_version(path) + 1, "pinned again at what it read and wrote"
