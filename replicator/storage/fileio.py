@@ -55,6 +55,10 @@ class Versioned:
 
     data: bytes
     etag: str
+    # Seconds since the file was last written, by the store's own clock (its answer's Date less the
+    # object's Last-Modified): how old a lease record is without anyone's wall clock in it. None
+    # where the store does not say (a local directory: the writer's clock is the reader's).
+    age: float | None = None
 
 
 class FileIO(ABC):

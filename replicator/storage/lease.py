@@ -7,7 +7,12 @@ every third of its term by a background thread with a conditional replace: if an
 in between, this holder has lost it. Before each commit the holder calls `check()`, which raises
 `LeaseLostError` once the lease is lost or closer to its expiry than `margin`: a holder that was
 paused or cut off past its term finds out before its next commit and stops without committing
-(fencing, not just a lock). A taker waits `grace` past the expiry it read, for clock skew.
+(fencing, not just a lock). A taker waits `grace` past the holder's term. Where the store dates
+its answers (S3), how long ago the record was written is read off the store's own clock (its
+answer's Date less the record's Last-Modified, `Versioned.age`) and compared with the term the
+record states: no machine's wall clock is in it, so a taker whose clock runs ahead does not take
+a live lease. Elsewhere (a local directory, whose writers share one machine's clock; an older
+record without its term) the taker compares its wall clock with `expires_at`.
 
 The holder keeps its own deadline on the monotonic clock (`time.monotonic()`, which runs on while
 the process is stopped): the start of its last successful renewal plus the term, less `margin`.
@@ -114,13 +119,14 @@ class Holder:
     # The fencing token: each take of the lease writes one more than the record it replaced, so a
     # later holder's writes always carry a higher epoch than an earlier one's (storage/fenced.py).
     epoch: int = 0
+    term: float = 0.0  # seconds the record holds from when it was written (0: an older record)
 
     def to_json(self) -> bytes:
         return json.dumps({
             "holder": self.holder, "host": self.host, "pid": self.pid, "boot": self.boot,
             "pidns": self.pidns, "start": self.start, "epoch": self.epoch,
             "since": _iso(self.since), "since_epoch": self.since, "expires_at": self.expires_at,
-            "expires": _iso(self.expires_at), "released": self.released,
+            "expires": _iso(self.expires_at), "released": self.released, "term_s": self.term,
         }, indent=1).encode()
 
     @classmethod
@@ -130,12 +136,22 @@ class Holder:
             return cls(holder=str(d["holder"]), host=str(d["host"]), pid=int(d["pid"]), boot=str(d.get("boot", "")),
                        since=float(d["since_epoch"]), expires_at=float(d["expires_at"]),
                        released=bool(d.get("released", False)), pidns=str(d.get("pidns", "")),
-                       start=int(d.get("start", 0)), epoch=int(d.get("epoch", 0)))
+                       start=int(d.get("start", 0)), epoch=int(d.get("epoch", 0)),
+                       term=float(d.get("term_s", 0.0) or 0.0))
         except (ValueError, KeyError, TypeError):
             return None  # unreadable: treated as free (only a replicator writes it)
 
     def describe(self) -> str:
         return f"host {self.host}, pid {self.pid}, since {_iso(self.since)}"
+
+    def live(self, now: float, age: float | None, grace: float) -> bool:
+        """Whether this record still holds the lease, read `age` seconds after it was written by
+        the store's clock (None: unknown, then by the reader's wall clock `now`), `grace` past it."""
+        if self.released:
+            return False
+        if age is not None and self.term > 0:
+            return age <= self.term + grace
+        return now <= self.expires_at + grace
 
     def dead_here(self) -> bool:
         """Provably gone: a process of this machine (same host, boot and pid namespace) that no
@@ -200,7 +216,7 @@ class Lease:
     def _record(self, since: float, epoch: int | None = None) -> Holder:
         now = time.time()
         return dataclasses.replace(self.me, since=since, expires_at=now + self.seconds, released=False,
-                                   epoch=self.me.epoch if epoch is None else epoch)
+                                   epoch=self.me.epoch if epoch is None else epoch, term=self.seconds)
 
     @property
     def epoch(self) -> int:
@@ -241,8 +257,7 @@ class Lease:
             etag = self.io.create(self.path, record.to_json())
         else:
             holder = Holder.from_json(current.data)
-            if holder is not None and not holder.released and now <= holder.expires_at + self.grace \
-                    and not holder.dead_here():
+            if holder is not None and holder.live(now, current.age, self.grace) and not holder.dead_here():
                 return holder
             # an unreadable record counts as epoch 0; only a replicator writes the file
             record = self._record(now, epoch=(holder.epoch if holder is not None else 0) + 1)

@@ -40,6 +40,22 @@ def forget_clients() -> None:
 on_configure(forget_clients)
 
 
+def _age(resp: dict[str, Any]) -> float | None:
+    """Seconds since the object was last written, both ends read off the store's own clock: the
+    answer's `Date` header less the object's `Last-Modified` (whole seconds each); None when the
+    store sent either without a date."""
+    from email.utils import parsedate_to_datetime
+
+    last = resp.get("LastModified")
+    date = (resp.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+    if last is None or not date:
+        return None
+    try:
+        return max(0.0, float((parsedate_to_datetime(str(date)) - last).total_seconds()))
+    except (TypeError, ValueError):
+        return None
+
+
 def split_url(url: str) -> tuple[str, str]:
     """(bucket, key) of `s3a://bucket/key`."""
     rest = url.split("://", 1)[1]
@@ -151,12 +167,12 @@ class S3FileIO(FileIO):
         return str(exc.response.get("Error", {}).get("Code", ""))
 
     # -- FileIO ------------------------------------------------------------------------------------
-    def _get(self, url: str) -> tuple[bytes, str | None] | None:
+    def _get(self, url: str) -> tuple[bytes, str | None, float | None] | None:
         from botocore.exceptions import ClientError
 
         bucket, key = split_url(url)
 
-        def get() -> tuple[bytes, str | None] | None:
+        def get() -> tuple[bytes, str | None, float | None] | None:
             try:
                 resp = self.client.get_object(Bucket=bucket, Key=key)
             except ClientError as exc:
@@ -164,7 +180,7 @@ class S3FileIO(FileIO):
                     return None
                 raise
             etag = resp.get("ETag")
-            return resp["Body"].read(), str(etag) if etag else None
+            return resp["Body"].read(), str(etag) if etag else None, _age(resp)
 
         return self._call(url, "read", get)
 
@@ -174,7 +190,7 @@ class S3FileIO(FileIO):
 
     def read_versioned(self, path: str) -> Versioned | None:
         got = self._get(path)
-        return None if got is None else Versioned(got[0], self._etag(got[1], path, "read the entity tag of"))
+        return None if got is None else Versioned(got[0], self._etag(got[1], path, "read the entity tag of"), got[2])
 
     def write(self, path: str, data: bytes) -> None:
         bucket, key = split_url(path)

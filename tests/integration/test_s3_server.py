@@ -77,6 +77,21 @@ def test_if_match_replaces_only_when_unchanged(s3_server: S3Server) -> None:
     assert _status(stale.value) == 412
 
 
+def test_a_read_says_how_old_the_object_is_by_the_store_s_clock(s3_store: S3Server) -> None:
+    """What a lease taker compares with the holder's term instead of its own wall clock
+    (storage/lease.py): the answer's Date less the object's Last-Modified, both the store's."""
+    import time
+
+    from replicator.storage import fileio_for
+
+    url = f"{s3_store.warehouse_url('age')}/lease.json"
+    io = fileio_for(url)
+    io.write(url, b"{}")
+    time.sleep(2.2)
+    got = io.read_versioned(url)
+    assert got is not None and got.age is not None and 1.0 <= got.age <= 10.0, got
+
+
 def test_the_start_up_probe_of_conditional_writes_passes(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """The probe a run makes before taking its lease (storage/fenced.py): a second If-None-Match: *
     create and a PUT with an outdated If-Match are both refused; the scratch object is removed."""

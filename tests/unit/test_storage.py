@@ -5,16 +5,20 @@ tests/integration/test_s3_warehouse.py and tests/reliability/test_object_store.p
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import socket
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import LeaseLostError, StateError
 from replicator.storage import Location, as_location, fileio_for, is_url, normalise_root
+from replicator.storage.fileio import Versioned
 from replicator.storage.lease import Holder, Lease, _boot_id, _pid_namespace, process_start
 from replicator.storage.local import LocalFileIO
 from replicator.storage.local import _etag as _local_etag
@@ -265,3 +269,43 @@ def test_a_session_without_the_commit_store_is_refused_for_an_s3a_warehouse(tmp_
         commitfence.arm(Session(), lease, "s3a://bucket/wh")  # type: ignore[arg-type]
     finally:
         configure(saved)
+
+
+class _DatedIO(LocalFileIO):
+    """A local directory whose reads say how old the file is by a store's own clock, as S3 does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.age = 0.0
+
+    def read_versioned(self, path: str) -> Versioned | None:
+        got = super().read_versioned(path)
+        return None if got is None else dataclasses.replace(got, age=self.age)
+
+
+def test_takeover_reads_the_lease_s_age_off_the_store_s_clock_not_the_taker_s(tmp_path: Path) -> None:
+    io, path = _DatedIO(), str(tmp_path / "lease.json")
+    holder = Lease(io, path, seconds=30)
+    holder.acquire()
+    holder._stop.set()  # paused: no renewals from now on
+    record = Holder.from_json(io.read(path) or b"")
+    assert record is not None and record.term == 30 and json.loads(io.read(path) or b"")["term_s"] == 30
+    # A taker whose wall clock runs an hour ahead: the record is 10 s old by the store's clock, live.
+    io.age = 10.0
+    with mock.patch("replicator.storage.lease.time.time", return_value=time.time() + 3600), \
+            pytest.raises(StateError, match="in use by another replicator run"):
+        Lease(io, path, seconds=30).acquire()
+    # A taker whose wall clock runs an hour behind: 40 s old by the store's clock, past term and grace.
+    io.age = 40.0
+    with mock.patch("replicator.storage.lease.time.time", return_value=time.time() - 3600):
+        taker = Lease(io, path, seconds=30)
+        taker.acquire()
+    assert taker.epoch == holder.epoch + 1
+    taker._stop.set()
+    # an older record (no term) is judged by the taker's wall clock against its expiry, as before
+    old = {**json.loads(io.read(path) or b""), "expires_at": time.time() + 30, "host": "elsewhere"}
+    del old["term_s"]
+    io.write(path, json.dumps(old).encode())
+    io.age = 3600.0
+    with pytest.raises(StateError, match="in use by another replicator run"):
+        Lease(io, path, seconds=30).acquire()
