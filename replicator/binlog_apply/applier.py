@@ -164,7 +164,8 @@ class BinlogApplier:
         self.summary = Summary()
         with self.warehouse.locked(wait=wait):
             self._edge = None  # built (and its commits fenced) under this run's lease
-            self.state = load_state(self.state_path, self.warehouse.read_own(self.state_path))
+            held = self.warehouse.read_own(self.state_path)  # the holder's read: its writes are conditional on it
+            self.state = load_state(self.state_path, held) if held is not None else BinlogState()
             self.catalog = Catalog(self.state.tables)
             self.state.log = str(Path(paths[0]).resolve())
             assembler = TransactionAssembler(self.default_database)

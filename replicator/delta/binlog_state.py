@@ -95,10 +95,9 @@ class BinlogState(BaseModel):
 
 
 def load_state(path: Location | str | os.PathLike[str], data: bytes | None = None) -> BinlogState:
-    """binlog.json at `path` (`data`: its bytes, already read); an empty state when absent."""
-    where = as_location(path)
-    state = (read_state_file(where, BinlogState, STATE_FORMAT, data) if data is not None
-             else read_state_file(where, BinlogState, STATE_FORMAT)) or BinlogState()
+    """binlog.json at `path` (`data`: its bytes, already read; else read here); an empty state
+    when absent."""
+    state = read_state_file(as_location(path), BinlogState, STATE_FORMAT, data) or BinlogState()
     if state.current is not None and state.current.seq <= (state.applied.seq if state.applied else 0):
         raise StateError(f"{path}: the in-flight transaction is at or before the applied one")
     return state

@@ -47,7 +47,7 @@ from replicator.delta.listing import ListedTable, list_tables
 from replicator.delta.rowcount import DEFAULT_TARGET_FILE_BYTES as DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.rowcount import Inexact, file_bytes, read_snapshot
 from replicator.delta.typemap import quote_ident
-from replicator.delta.warehouse import Warehouse
+from replicator.delta.warehouse import STATE_FORMAT, State, Warehouse, read_state_file
 from replicator.errors import ConfigError
 from replicator.filters import TableFilter
 from replicator.shards import ShardSpec
@@ -338,7 +338,8 @@ class _Marks:
 
     def __init__(self, wh: Warehouse) -> None:
         self.wh = wh
-        self.state = wh.load_state() if wh.state_path.exists() else None  # the holder's read
+        held = wh.read_own(wh.state_path)  # the holder's read (one GET): its writes are conditional on it
+        self.state = read_state_file(wh.state_path, State, STATE_FORMAT, held) if held is not None else None
 
     def maintained(self, t: ListedTable, *, compacted: bool) -> None:
         entry = self.state.live_table(t.schema, t.table) if self.state is not None and t.source == "kafka" else None

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from replicator.delta.ddlparse.statements import parse_renames
+from replicator.delta.typemap import quote_ident
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent
 from replicator.shards import Rename
@@ -54,12 +55,9 @@ def rename_pairs(ddl: DdlEvent) -> list[Rename] | None:
     return out
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def cut_rename(ddl: DdlEvent, kept: Sequence[Rename]) -> DdlEvent:
-    """The RENAME `ddl` cut to the pairs `kept` (each name quoted: upstream names are untrusted)."""
-    query = "RENAME TABLE " + ", ".join(
-        f"{_quote(o[0])}.{_quote(o[1])} TO {_quote(n[0])}.{_quote(n[1])}" for o, n in kept)
+    """The RENAME `ddl` cut to the pairs `kept`, each name backtick-quoted (upstream names are
+    untrusted; MySQL quotes as Spark SQL does)."""
+    q = quote_ident
+    query = "RENAME TABLE " + ", ".join(f"{q(o[0])}.{q(o[1])} TO {q(n[0])}.{q(n[1])}" for o, n in kept)
     return dataclasses.replace(ddl, query=query, ddl_type=int(DdlCode.RENAME_TABLE))
