@@ -5,36 +5,32 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from replicator.delta.maintenance import Maintainer, MaintainOptions
 from replicator.delta.typemap import spec_from_row
-from replicator.delta.warehouse import State, TableEntry, Warehouse, table_uid
+from replicator.delta.warehouse import TableEntry, table_uid
 from replicator.engine.codecstate import keep_codec_state
 from replicator.engine.compaction import Compactor
+from replicator.engine.context import RunContext
 from replicator.engine.ddlstep import DdlSteps
 from replicator.engine.deadletters import DeadLetters
 from replicator.engine.merging import Job, SegmentMerger, check_columns
-from replicator.engine.options import RunOptions
-from replicator.engine.plan import RowSpan, Segment, plan_step
+from replicator.engine.plan import Segment, plan_step
+from replicator.engine.rows import first_ts as rows_first_ts
+from replicator.engine.rows import on_driver, sample
 from replicator.engine.schedule import run_plan
-from replicator.engine.sharding import ShardFilter
-from replicator.engine.spark_edge import SparkEdge
-from replicator.engine.summary import RunSummary, TableCounts
+from replicator.engine.summary import TableCounts
 from replicator.engine.window import Step
 from replicator.errors import LeaseLostError
 from replicator.events import Record, RowChange
 from replicator.faults import fault_point
-from replicator.metrics import Metrics
 from replicator.progress import Progress
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from replicator.delta.catalog import CatalogConfig, CatalogSync
+    from replicator.delta.catalog import CatalogSync
     from replicator.delta.merge import DeltaApplier, MergeResult
-    from replicator.sources.spark_reader import SparkBatch
 
 log = logging.getLogger("replicator")
 
@@ -54,25 +50,23 @@ class WarehouseApplier:
     (ddlstep.py), dead letters (deadletters.py); the order of a step is engine/plan.py's, run by
     engine/schedule.py."""
 
-    def __init__(self, warehouse: Warehouse, options: RunOptions, summary: RunSummary, source_name: str,
-                 spark: SparkSession | None = None, metrics: Metrics | None = None) -> None:
-        self.warehouse = warehouse
-        self.metrics = metrics or Metrics()
+    def __init__(self, ctx: RunContext) -> None:
+        self.warehouse = ctx.warehouse
+        self.metrics = ctx.metrics
         self._apply_s = 0.0  # the last step's apply time (its metrics are counted once it is committed)
-        self.after_commit: Callable[[], None] = lambda: None  # the engine updates its gauges (loop thread)
-        self.options = options
-        self.summary = summary
-        self.source_name = source_name
-        self.state = State()  # the loaded state, set by the engine under the warehouse lock
-        self.edge = SparkEdge(warehouse, options, self.metrics, spark)
-        self.dead_letters = DeadLetters(self.edge, warehouse, options.protocol, self.metrics, source_name)
-        self.merger = SegmentMerger(self.edge, self.metrics, self._batch)
-        self.ddls = DdlSteps(self.edge, warehouse, options, summary, self.metrics, self.dead_letters,
+        self.after_commit = ctx.after_commit  # the engine updates its gauges (loop thread)
+        self.options = options = ctx.options
+        self.summary = ctx.summary
+        self.source_name = ctx.source_name
+        self.state = ctx.state  # loaded by the engine under the warehouse's lease
+        self.edge = ctx.edge
+        self.shard = ctx.shard  # --shard: other shards' rows not dropped when decoded
+        self.catalog_config = ctx.catalog  # where tables are registered by name
+        self.dead_letters = DeadLetters(self.edge, self.warehouse, options.protocol, self.metrics, ctx.source_name,
+                                        on_ddl_skipped=self.merge_only)
+        self.merger = SegmentMerger(self.edge, self.metrics)
+        self.ddls = DdlSteps(self.edge, self.warehouse, options, ctx.summary, self.metrics, self.dead_letters,
                              self.merger.written)
-        self.dead_letters.on_ddl_skipped = self.merge_only
-        self.batch: SparkBatch | None = None  # where a step's row spans are (--reader spark)
-        self.shard: ShardFilter | None = None  # --shard: other shards' rows not dropped when decoded
-        self.catalog_config: CatalogConfig | None = None  # where tables are registered by name
         self._catalog: CatalogSync | None = None
         self._catalog_synced = False  # the whole catalog checked once this run
         # A follower compacts and vacuums the tables it writes, between steps (engine/compaction.py).
@@ -195,8 +189,7 @@ class WarehouseApplier:
         state = self.state
         self.sync_catalog_once()
         self.ddls.touched.clear()
-        n = state.steps + 1
-        record: dict[str, Any] = {"step": n, "hi": step.hi, "tables": {},
+        record: dict[str, Any] = {"step": state.steps + 1, "hi": step.hi, "tables": {},
                                   "recorded_at": dt.datetime.now(dt.UTC).isoformat(),
                                   "kind": "ddl" if step.ddls else "window"}
         if self.shard is not None:
@@ -209,85 +202,12 @@ class WarehouseApplier:
             # skips each write its table already holds before planning it: merging.py).
             state.inflight_hi = step.hi
             self.warehouse.save_state(state)
-        inserts = self._inserts_policy()
-        writes: dict[str, set[str]] = {}
         plan = plan_step(step.hi, step.rows, step.ddls, ddl_scope)
         self.ddls.create_ahead(state, plan)
-        versions: dict[str, int] = {}
-        ddls: list[dict[str, Any]] = []
-
-        def prepare(seg: Segment) -> Job:
-            schema, table = seg.table
-            entry = state.live_table(schema, table)
-            rows = seg.rows
-            if isinstance(rows, RowSpan):  # on the executors: a few for what the catalog needs from rows
-                if entry is not None and entry.table_spec.key:
-                    return Job(seg, entry, entry.table_spec, n, inserts)
-                rows = self._batch().sample(seg.table, rows.lo, rows.hi)
-                if not rows:
-                    return Job(seg, None, None, n, inserts)  # the span turned out empty
-            if entry is None:
-                entry = self._infer_table(state, schema, table, rows)
-            spec = entry.table_spec
-            if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
-                from replicator.delta.ddl import adopt_handle_key
-
-                spec = adopt_handle_key(entry, rows)
-            if not isinstance(seg.rows, RowSpan):  # the executors check every row of a span
-                check_columns(entry, rows)
-            return Job(seg, entry, spec, n, inserts)
-
-        def apply_ddl(i: int) -> None:
-            ddls.append(self.ddls.apply(state, step.ddls[i], versions))
-
-        def done(seg: Segment, out: tuple[Job, MergeResult], more: bool) -> None:
-            job, res = out
-            if more:
-                fault_point("between_tables")
-            if job.entry is None:
-                return
-            name = f"{seg.table[0]}.{seg.table[1]}"
-            counts = self.summary.tables.setdefault(name, TableCounts())
-            if not res.skipped:
-                counts.upserts += res.upserts
-                counts.deletes += res.deletes
-                counts.inserted += res.inserted
-                counts.updated += res.updated
-                counts.deleted += res.deleted
-            self.metrics.merged(name, inserted=res.inserted, updated=res.updated, deleted=res.deleted,
-                                committed=not res.skipped and res.kind != "none", appended=res.kind == "append")
-            if res.pre_images and not state.pre_images:
-                state.pre_images = True  # saved with the step's progress
-                log.info("the stream carries old values (an update with its pre-image in %s): its inserts are "
-                         "appended when a table's step holds only new keys", name)
-            uid = job.entry.uid
-            writes.setdefault(uid, set()).add(res.kind)
-            prev = record["tables"].get(uid) or {"upserts": 0, "deletes": 0}
-            version = max(res.version, versions.get(uid, -1))
-            record["tables"][uid] = self._table_record(job.entry, version, prev["upserts"] + res.upserts,
-                                                       prev["deletes"] + res.deletes)
-            versions[uid] = version
-
-        run_plan(plan, prepare=prepare, run=self.merger.merge, apply_ddl=apply_ddl, done=done,
+        write = StepWrite(self, step, record, self._inserts_policy())
+        run_plan(plan, prepare=write.prepare, run=self.merger.merge, apply_ddl=write.apply_ddl, done=write.done,
                  executor=self.edge.executor)
-        for uid, version in versions.items():
-            entry = state.tables.get(uid)
-            if uid not in record["tables"] and entry is not None and entry.status == "live":
-                record["tables"][uid] = self._table_record(entry, version, 0, 0)
-        appended = merged = 0
-        for uid, kinds in writes.items():
-            if "merge" in kinds:
-                merged += 1
-                record["tables"][uid]["write"] = "merge"
-            elif kinds & {"append", "insert"}:
-                appended += 1
-                record["tables"][uid]["write"] = "append"
-        record["appended"], record["merged"] = appended, merged
-        self.summary.tables_appended += appended
-        self.summary.tables_merged += merged
-        if ddls:
-            record["ddls"] = ddls
-            record["ddl"] = ddls[0]  # the step log's shape before steps held several DDLs
+        write.finish()
         self._sync_catalog(step)
         return record
 
@@ -311,17 +231,9 @@ class WarehouseApplier:
                         "(a delete may be missing, so a key that looks new may already be there); "
                         "--fresh-inserts append turns appending back on", why)
 
-    def _batch(self) -> SparkBatch:
-        if self.batch is None:
-            raise RuntimeError("a step of row spans without a Spark batch")
-        return self.batch
-
-    @staticmethod
-    def _table_record(entry: TableEntry, version: int, upserts: int, deletes: int) -> dict[str, Any]:
-        return {"schema": entry.schema_name, "table": entry.table, "version": version,
-                "upserts": upserts, "deletes": deletes}
-
-    def _infer_table(self, state: State, schema: str, table: str, rows: Sequence[RowChange]) -> TableEntry:
+    def infer_table(self, schema: str, table: str, rows: Sequence[RowChange]) -> TableEntry:
+        """A table the stream never created, from its rows' columns (registered in the state)."""
+        state = self.state
         first = next((r for r in rows if r.columns), rows[0])
         spec = spec_from_row(first)
         uid = table_uid(schema, table + "\x00inferred", state.applied_ts)
@@ -335,10 +247,109 @@ class WarehouseApplier:
         return entry
 
 
+class StepWrite:
+    """One step's writes, as `run_plan` (schedule.py) runs them: each segment resolved against
+    the catalog (`prepare`), each DDL applied (`apply_ddl`), each write counted into the step's
+    record as it finishes (`done`), then the record completed (`finish`)."""
+
+    def __init__(self, applier: WarehouseApplier, step: Step, record: dict[str, Any], inserts: str) -> None:
+        self.applier = applier
+        self.step = step
+        self.record = record
+        self.n = record["step"]
+        self.inserts = inserts  # how its INSERTs count (merging.py, `Job.inserts`)
+        self.writes: dict[str, set[str]] = {}  # per table uid: the kinds of its writes
+        self.versions: dict[str, int] = {}  # per table uid: the Delta version the step left it at
+        self.ddls: list[dict[str, Any]] = []
+
+    def prepare(self, seg: Segment) -> Job:
+        """The segment's table, as the catalog holds it now (after every DDL it waits for)."""
+        ap, n, inserts = self.applier, self.n, self.inserts
+        schema, table = seg.table
+        entry = ap.state.live_table(schema, table)
+        driver = on_driver(seg.rows)
+        if driver is None and entry is not None and entry.table_spec.key:
+            return Job(seg, entry, entry.table_spec, n, inserts)  # nothing to learn from a span's rows
+        rows = sample(seg.rows, seg.table)  # a span's first few: what the catalog needs from rows
+        if not rows:
+            return Job(seg, None, None, n, inserts)  # the span turned out empty
+        if entry is None:
+            entry = ap.infer_table(schema, table, rows)
+        spec = entry.table_spec
+        if not spec.key:  # DROP PRIMARY KEY cleared it: TiCDC flags its fallback handle key in the rows
+            from replicator.delta.ddl import adopt_handle_key
+
+            spec = adopt_handle_key(entry, rows)
+        if driver is not None:  # the executors check every row of a span
+            check_columns(entry, driver)
+        return Job(seg, entry, spec, n, inserts)
+
+    def apply_ddl(self, i: int) -> None:
+        self.ddls.append(self.applier.ddls.apply(self.applier.state, self.step.ddls[i], self.versions))
+
+    def done(self, seg: Segment, out: tuple[Job, MergeResult], more: bool) -> None:
+        """A segment's write finished: counted in the run's summary, metrics and the step's record."""
+        job, res = out
+        if more:
+            fault_point("between_tables")
+        if job.entry is None:
+            return
+        ap = self.applier
+        name = f"{seg.table[0]}.{seg.table[1]}"
+        counts = ap.summary.tables.setdefault(name, TableCounts())
+        if not res.skipped:
+            counts.upserts += res.upserts
+            counts.deletes += res.deletes
+            counts.inserted += res.inserted
+            counts.updated += res.updated
+            counts.deleted += res.deleted
+        ap.metrics.merged(name, inserted=res.inserted, updated=res.updated, deleted=res.deleted,
+                          committed=not res.skipped and res.kind != "none", appended=res.kind == "append")
+        if res.pre_images and not ap.state.pre_images:
+            ap.state.pre_images = True  # saved with the step's progress
+            log.info("the stream carries old values (an update with its pre-image in %s): its inserts are "
+                     "appended when a table's step holds only new keys", name)
+        uid = job.entry.uid
+        self.writes.setdefault(uid, set()).add(res.kind)
+        prev = self.record["tables"].get(uid) or {"upserts": 0, "deletes": 0}
+        version = max(res.version, self.versions.get(uid, -1))
+        self.record["tables"][uid] = table_record(job.entry, version, prev["upserts"] + res.upserts,
+                                                  prev["deletes"] + res.deletes)
+        self.versions[uid] = version
+
+    def finish(self) -> None:
+        """The tables only DDLs wrote, and how each table was written (append or MERGE)."""
+        record, ap = self.record, self.applier
+        for uid, version in self.versions.items():
+            entry = ap.state.tables.get(uid)
+            if uid not in record["tables"] and entry is not None and entry.status == "live":
+                record["tables"][uid] = table_record(entry, version, 0, 0)
+        appended = merged = 0
+        for uid, kinds in self.writes.items():
+            if "merge" in kinds:
+                merged += 1
+                record["tables"][uid]["write"] = "merge"
+            elif kinds & {"append", "insert"}:
+                appended += 1
+                record["tables"][uid]["write"] = "append"
+        record["appended"], record["merged"] = appended, merged
+        ap.summary.tables_appended += appended
+        ap.summary.tables_merged += merged
+        if self.ddls:
+            record["ddls"] = self.ddls
+            record["ddl"] = self.ddls[0]  # the step log's shape before steps held several DDLs
+
+
+def table_record(entry: TableEntry, version: int, upserts: int, deletes: int) -> dict[str, Any]:
+    """A table's entry in the step log's record of a step."""
+    return {"schema": entry.schema_name, "table": entry.table, "version": version,
+            "upserts": upserts, "deletes": deletes}
+
+
 def first_ts(step: Step) -> int | None:
     """The smallest commit ts of a step's rows and DDLs (its rows are in commit-ts order per table),
     None when it holds none: the table versions of the step before it held every ts below it
     (delta/shardview.py)."""
-    firsts = [rows[0].commit_ts for rows in step.rows.values() if isinstance(rows, list) and rows]
+    firsts = [t for rows in step.rows.values() if (t := rows_first_ts(rows)) is not None]
     firsts += [d.commit_ts for d in step.ddls]
     return min(firsts) if firsts else None

@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from replicator.engine.filtering import EventFilter
 from replicator.engine.loop import Applier, ControlLoop, LoopOptions
-from replicator.engine.plan import Rows, RowSpan
+from replicator.engine.rows import Rows, RowSpan, SpanSource
 from replicator.engine.window import Windower, WindowStats
 from replicator.errors import ClaimCheckError, DecodeError, KafkaSourceError
-from replicator.events import DdlEvent, Event, Record
+from replicator.events import DdlEvent, Event, Record, RowChange
 from replicator.logformat import position
 from replicator.progress import TP, Progress
 from replicator.sources.executor import APPLIED, CLAIM_CHECK_REASON, KEEP, REPLAY
@@ -31,14 +31,15 @@ from replicator.tables import DdlScope, TableName
 
 if TYPE_CHECKING:
     from replicator.codec.values import InvalidText
+    from replicator.delta.typemap import TableSpec
     from replicator.sources.kafka import KafkaSource
     from replicator.sources.spark_reader import SparkBatch
 
 log = logging.getLogger("replicator")
 
 
-class RowIndex(Protocol):
-    """What the windower asks about rows it does not hold."""
+class RowIndex(SpanSource, Protocol):
+    """What the windower asks about rows it does not hold (and the step's spans fetch from it)."""
 
     def first_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
         """The lowest commit ts in (ts, hi] of a row of a table in `scope`; None: no such row."""
@@ -61,6 +62,12 @@ class NoRows:
 
     def restart_points(self, above: int) -> Iterable[tuple[int, int, int]]:
         return []
+
+    def sample(self, table: TableName, lo: int, hi: int, n: int = 20) -> list[RowChange]:
+        return []
+
+    def changes(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> Any:
+        raise RuntimeError("a batch without rows has no changes")
 
 
 class BatchWindower(Windower):
@@ -85,7 +92,7 @@ class BatchWindower(Windower):
 
     def _batch(self, hi: int) -> dict[TableName, Rows]:
         lo = self.applied_ts
-        return {t: RowSpan(lo, hi) for t in self.index.tables_in(lo, hi)}
+        return {t: RowSpan(lo, hi, self.index) for t in self.index.tables_in(lo, hi)}
 
 
 class _BatchSource:

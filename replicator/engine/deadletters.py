@@ -14,14 +14,14 @@ class DeadLetters:
     """Writes dead letters (delta/deadletter.py) and counts them in the run's metrics."""
 
     def __init__(self, edge: SparkEdge, warehouse: Warehouse, protocol: str, metrics: Metrics,
-                 source_name: str) -> None:
+                 source_name: str, on_ddl_skipped: Callable[[str], None] = lambda _why: None) -> None:
         self.edge = edge
         self.warehouse = warehouse
         self.protocol = protocol
         self.metrics = metrics
         self.source_name = source_name
         self.ddls = 0  # DDLs dead-lettered (--on-ddl-error skip)
-        self.on_ddl_skipped: Callable[[str], None] = lambda _why: None  # told where, once each
+        self.on_ddl_skipped = on_ddl_skipped  # told where, once each
 
     def messages(self, dead: Sequence[tuple[Record, str]]) -> None:
         """Messages the loop could not decode; each reason starts with the error class."""

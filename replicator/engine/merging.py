@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from replicator.changes import Change, all_fresh, collapse
 from replicator.delta.warehouse import TableEntry
-from replicator.engine.plan import RowSpan, Segment
+from replicator.engine.plan import Segment
+from replicator.engine.rows import after, count_on_driver, on_driver, span_changes
 from replicator.engine.spark_edge import SparkEdge
 from replicator.errors import SchemaError
 from replicator.events import Op, RowChange
@@ -36,7 +37,6 @@ from replicator.metrics import Metrics
 if TYPE_CHECKING:
     from replicator.delta.merge import MergeResult
     from replicator.delta.typemap import TableSpec
-    from replicator.sources.spark_reader import SparkBatch
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,9 @@ class SegmentMerger:
     """Runs `Job`s, each on the calling thread's own Spark session (a pool worker's), counting the
     MERGEs in flight (the `tables_in_flight` fault instant)."""
 
-    def __init__(self, edge: SparkEdge, metrics: Metrics, batch: Callable[[], SparkBatch]) -> None:
+    def __init__(self, edge: SparkEdge, metrics: Metrics) -> None:
         self.edge = edge
         self.metrics = metrics
-        self._batch = batch  # where a step's row spans are (--reader spark)
         self._running = 0
         self._lock = threading.Lock()
         self.written = WrittenKeys()
@@ -131,15 +130,16 @@ class SegmentMerger:
         seg, entry, spec = job.segment, job.entry, job.spec
         if entry is None or spec is None:
             return job, MergeResult(0, 0, 0, -1, True, kind="none")
-        rows = seg.rows
         held = delta.applied_ts(entry.path, entry.uid)  # what the table already holds (a crashed run's step)
         if seg.version <= held:
             # Committed by the crashed run; its table may already be past a DDL the catalog is not.
-            return job, MergeResult(len(rows) if isinstance(rows, list) else 0, 0, 0,
-                                    delta.cached_version(entry.path), True, kind="none")
+            version = delta.cached_version(entry.path)
+            return job, MergeResult(count_on_driver(seg.rows), 0, 0, version, True, kind="none")
         meta = {"replicator": {"step": job.step, "applied_ts": seg.version, "kind": "window"}}
-        if isinstance(rows, RowSpan):
-            frame = self._batch().changes(spec, seg.table, max(rows.lo, held), rows.hi)
+        rest = after(seg.rows, held)  # the crashed run cut its step elsewhere: the rest is new
+        rows = on_driver(rest)
+        if rows is None:  # on the executors: they collapse the span's changes
+            frame = span_changes(rest, spec, seg.table)
             trust = True if job.inserts == "forced" else None  # its keys are not at hand (module doc)
             fault_timer("mid_merge")
             with self._in_flight():
@@ -150,8 +150,6 @@ class SegmentMerger:
                 if self._running > 1:
                     fault_point("tables_in_flight")
             return job, res
-        if rows and rows[0].commit_ts <= held:  # the crashed run cut its step elsewhere: the rest is new
-            rows = [r for r in rows if r.commit_ts > held]
         pre = any(r.op is Op.UPDATE and r.old_columns for r in rows)
         trust = job.inserts in ("forced", "trusted") or (job.inserts == "proof" and pre)
         changes = collapse(rows, spec.key, trust_inserts=trust)

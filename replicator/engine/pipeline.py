@@ -1,6 +1,6 @@
 """The one place that wires the stages: source -> decode -> window -> apply (MERGE / DDL) -> Delta.
 
-A step (a batch of complete windows up to a watermark, or one DDL) is applied, then progress is
+A step (the complete windows up to a watermark, with the DDLs among them) is applied, then progress is
 committed: state.json (applied watermark, restart cursors, DDL ledger, catalog) and, best effort,
 the Kafka consumer-group offsets. When what is due is decided by `ControlLoop` (loop.py); this
 module wires it to the real source, the Delta applier (`WarehouseApplier`, applier.py) and the
@@ -25,12 +25,14 @@ from replicator.codec.values import InvalidText
 from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.applier import WarehouseApplier
 from replicator.engine.codecstate import restore_codec_state
+from replicator.engine.context import RunContext
 from replicator.engine.display import Display
 from replicator.engine.filtering import EventFilter
 from replicator.engine.gcpolicy import few_full_collections
 from replicator.engine.loop import ControlLoop, LoopOptions
 from replicator.engine.options import Protocol, Reader, RunOptions
 from replicator.engine.sharding import Mode, ShardFilter
+from replicator.engine.spark_edge import SparkEdge
 from replicator.engine.summary import RunSummary, TableCounts
 from replicator.engine.window import Windower
 from replicator.errors import ConfigError, ReplicatorError
@@ -45,6 +47,7 @@ from replicator.sources.storage_sink import StorageSinkSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from replicator.delta.catalog import CatalogConfig
     from replicator.delta.merge import DeltaApplier
     from replicator.sources.spark_reader import SparkBatch
 
@@ -79,7 +82,10 @@ class Engine:
                                                    state=self.summary.codec_state)
         self._claim_checks = (ClaimChecks(options.claim_check_storage, self._codec, self._decode_options)
                               if self._codec is not None else None)
-        self.applier = WarehouseApplier(self.warehouse, options, self.summary, source.name, spark, self.metrics)
+        # The Spark side, started on first use (or warmed up while reading); the step applier is
+        # built over it once the run has decided its state, catalog and shard (`_run`).
+        self.edge = SparkEdge(self.warehouse, options, self.metrics, spark)
+        self.applier: WarehouseApplier | None = None
         self._observed = 0.0  # when the loop's gauges were last updated (`_observe`)
         tables = options.table_filter
         self._filter = EventFilter(tables, self.summary.filtered) if tables.active else None
@@ -96,7 +102,7 @@ class Engine:
 
     @property
     def delta(self) -> DeltaApplier:
-        return self.applier.delta
+        return self.edge.delta
 
     def request_stop(self, *_: Any) -> None:
         self._stop = True
@@ -135,14 +141,16 @@ class Engine:
                          tables_bytes=self.warehouse.tables_bytes)
             state = self.warehouse.load_state()
             self._check_source(state)
-            self._use_catalog(state)
+            catalog = self._use_catalog(state)
             self._use_shard(state)
-            self.applier.state = state
             restore_codec_state(self.summary.codec_state, state)
             state.progress = state.progress.starting_at(opts.start)
-            loop = self._batch_loop(state) if opts.reader == "spark" else self._control_loop(state)
+            applier = WarehouseApplier(RunContext(
+                self.warehouse, opts, self.summary, self.metrics, self.source.name, self.edge, state,
+                catalog=catalog, shard=self._shard, after_commit=self._after_commit))
+            self.applier = applier
+            loop = self._batch_loop(state, applier) if opts.reader == "spark" else self._control_loop(state, applier)
             self._loop = loop
-            self.applier.after_commit = lambda: self._observe(loop, force=True)
             if self._stop:
                 loop.request_stop()
             display = Display(loop, enabled=opts.progress)
@@ -157,14 +165,19 @@ class Engine:
                 with display, few_full_collections():
                     loop.run()
                 if loop.counts.error is None:
-                    self.applier.sync_catalog_once()  # a run without steps still repairs the catalog
+                    applier.sync_catalog_once()  # a run without steps still repairs the catalog
             finally:
-                self._summarise(loop, time.monotonic() - started)
+                self._summarise(loop, applier, time.monotonic() - started)
                 self._observe(loop, force=True)
-                self.applier.close()
+                applier.close()
                 self.source.close()
 
-    def _use_catalog(self, state: State) -> None:
+    def _after_commit(self) -> None:
+        """After each step's progress is saved: the gauges, at once (not at most once a second)."""
+        if self._loop is not None:
+            self._observe(self._loop, force=True)
+
+    def _use_catalog(self, state: State) -> CatalogConfig | None:
         """The catalog tables are registered in: the run's (--catalog-uri or `[spark]`), else the one
         the warehouse records (a scheduled job keeps registering without repeating the flag). The
         warehouse records it (state.json) for every reader; the session this run starts uses it."""
@@ -174,7 +187,7 @@ class Engine:
         if config is None and state.catalog:
             config = CatalogConfig.from_json(state.catalog)
         if config is None:
-            return
+            return None
         if state.catalog and state.catalog != config.to_json():
             log.info("the warehouse's tables move to the catalog %s (were in %s); the old registrations are left "
                      "there", config.uri, state.catalog.get("uri"))
@@ -185,7 +198,7 @@ class Engine:
             from replicator.delta.spark import use_catalog
 
             use_catalog(config.uri)
-        self.applier.catalog_config = config
+        return config
 
     def _use_shard(self, state: State) -> None:
         """--shard: the filter of other shards' events, with the renames this shard has read so far;
@@ -198,7 +211,6 @@ class Engine:
             assert self._codec is not None
             mode = "partition" if self._codec.broadcasts_ddl else "partition0"
         self._shard = ShardFilter(shard, Identities.from_json(state.shard_renames), mode, self.summary.filtered)
-        self.applier.shard = self._shard
         if mode != "step":  # rows of other shards' tables left undecoded where the codec can
             self._decode_options = dataclasses.replace(self._decode_options, skip_row=self._shard.skip_row)
 
@@ -226,7 +238,7 @@ class Engine:
                            max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s,
                            step_grid_ms=grid)
 
-    def _control_loop(self, state: State) -> ControlLoop:
+    def _control_loop(self, state: State, applier: WarehouseApplier) -> ControlLoop:
         """`--reader driver`: records read and decoded here, rows buffered by the windower."""
         from replicator.delta.ddl.scope import ddl_scope
 
@@ -239,9 +251,9 @@ class Engine:
         cursors = state.progress.cursors
         self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
         if not (self.options.until_caught_up and self.source.caught_up()):
-            self.applier.warm_up()  # something to read: start Spark while reading it
+            self.edge.warm_up()  # something to read: start Spark while reading it
         decode = self._decode_record if self._stored is None else self._stored_decoder(windower)
-        return ControlLoop(self.source, decode, self.applier, windower, self._loop_options())
+        return ControlLoop(self.source, decode, applier, windower, self._loop_options())
 
     def _stored_decoder(self, windower: Windower) -> Callable[[Record], list[Event]]:
         """A storage-sink source's records: decoded by the source; a stream it found since the last
@@ -265,7 +277,7 @@ class Engine:
 
         return decode
 
-    def _batch_loop(self, state: State) -> ControlLoop:
+    def _batch_loop(self, state: State, applier: WarehouseApplier) -> ControlLoop:
         """`--reader spark`: read and decode on Spark executors, batch by batch (engine/batch.py)."""
         from replicator.delta.ddl.scope import ddl_scope
         from replicator.engine.batch import BatchLoop
@@ -285,20 +297,18 @@ class Engine:
 
         def read(ranges: Mapping[int, tuple[int, int]], watermarks: Mapping[int, int], applied_ts: int) -> SparkBatch:
             # one topic: the executors' reader keys everything by partition number
-            batch = read_batch(self.applier.delta.spark, source.settings, ranges, protocol=opts.protocol,
-                               options=opts.decode, watermarks=watermarks, applied_ts=applied_ts,
-                               table_filter=opts.table_filter)
-            self.applier.batch = batch
-            return batch
+            return read_batch(self.edge.delta.spark, source.settings, ranges, protocol=opts.protocol,
+                              options=opts.decode, watermarks=watermarks, applied_ts=applied_ts,
+                              table_filter=opts.table_filter)
 
-        return BatchLoop(source, topic, self.applier, state.progress, self._loop_options(), read=read,
+        return BatchLoop(source, topic, applier, state.progress, self._loop_options(), read=read,
                          scope_of=ddl_scope, invalid_text=self.summary.invalid_text, event_filter=self._filter)
 
-    def _summarise(self, loop: ControlLoop, elapsed: float) -> None:
+    def _summarise(self, loop: ControlLoop, applier: WarehouseApplier, elapsed: float) -> None:
         s, c, st = self.summary, loop.counts, loop.windower.stats
         s.elapsed_s = elapsed
         s.records, s.events, s.steps = c.records, c.events, c.steps
-        s.dead_letters = c.dead_letters + self.applier.ddl_dead_letters
+        s.dead_letters = c.dead_letters + applier.ddl_dead_letters
         s.watermark = loop.progress.applied_ts
         s.error = c.error
         s.rows, s.replays_dropped, s.already_applied = st.rows, st.replays_dropped, st.already_applied

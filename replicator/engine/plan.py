@@ -19,33 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from replicator.events import DdlEvent, RowChange
+from replicator.engine.rows import Rows, split_rows
+from replicator.events import DdlEvent
 from replicator.tables import DdlScope, TableName
-
-
-@dataclass(frozen=True)
-class RowSpan:
-    """A table's rows with commit ts in (lo, hi] that stay where they were decoded (on Spark
-    executors, `--reader spark`): the stand-in for a list of rows in a step and its segments. It
-    may turn out empty; whoever holds the rows counts them."""
-
-    lo: int
-    hi: int
-
-
-Rows = list[RowChange] | RowSpan
-"""A step's rows of one table, in (commit ts, arrival) order: in driver memory, or a span of them."""
-
-
-def split_rows(rows: Rows, ts: int) -> tuple[Rows | None, Rows | None]:
-    """`rows` split into those at or before commit ts `ts` and those after (None: certainly none)."""
-    if isinstance(rows, RowSpan):
-        return (RowSpan(rows.lo, min(ts, rows.hi)) if ts > rows.lo else None,
-                RowSpan(max(ts, rows.lo), rows.hi) if ts < rows.hi else None)
-    end = 0
-    while end < len(rows) and rows[end].commit_ts <= ts:
-        end += 1
-    return rows[:end] or None, rows[end:] or None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Literal
 
 from replicator.engine.ddlseen import SeenDdls, cut_rename, rename_pairs
 from replicator.engine.filtering import FilterCounts
-from replicator.engine.plan import Rows
+from replicator.engine.rows import Rows, on_driver
 from replicator.engine.window import Step
 from replicator.events import TP, DdlEvent, Event, Position, Resolved, RowChange
 from replicator.shards import Identities, Rename, ShardSpec
@@ -123,9 +123,10 @@ class ShardFilter:
             return step
         return dataclasses.replace(step, rows=rows, ddls=ddls)
 
-    def _rows(self, name: TableName, rows: Rows) -> Rows:
-        if not isinstance(rows, list):
-            return rows  # rows on the executors: --shard needs --reader driver
+    def _rows(self, name: TableName, table_rows: Rows) -> Rows:
+        rows = on_driver(table_rows)
+        if rows is None:
+            return table_rows  # rows on the executors: --shard needs --reader driver
         if not self.identities.renamed(*name):
             if rows and not self.owns(*name, rows[0].commit_ts):
                 self.counts.rows[OTHER_SHARD] += len(rows)

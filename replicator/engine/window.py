@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from replicator.delta.ddlparse.statements import parse_renames
-from replicator.engine.plan import Rows
+from replicator.engine.rows import Rows, count_on_driver
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent, Event, Resolved, RowChange
 from replicator.progress import TP, Cursor, Progress
@@ -90,7 +90,7 @@ class Step:
     @property
     def count(self) -> int:
         """Rows held in memory (a span's rows are counted where they are)."""
-        return sum(len(v) for v in self.rows.values() if isinstance(v, list))
+        return sum(count_on_driver(v) for v in self.rows.values())
 
 
 @dataclass

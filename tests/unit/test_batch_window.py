@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from replicator.delta.ddl.scope import ddl_scope
 from replicator.engine.batch import BatchWindower
-from replicator.engine.plan import RowSpan
+from replicator.engine.rows import RowSpan
 from replicator.engine.window import Step, Windower, WindowStats
 from replicator.events import TP, Resolved, RowChange
 from replicator.progress import Progress

@@ -8,8 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from replicator.delta.warehouse import Warehouse
+from replicator.delta.warehouse import State, Warehouse
+from replicator.engine.context import RunContext
 from replicator.engine.pipeline import RunOptions, RunSummary, WarehouseApplier
+from replicator.engine.spark_edge import SparkEdge
+from replicator.metrics import Metrics
 
 
 class SlowSpark:
@@ -23,8 +26,9 @@ def _applier(tmp_path: Path, monkeypatch: Any, started: list[float]) -> Warehous
         return SlowSpark()
 
     monkeypatch.setattr("replicator.delta.spark.get_spark", slow_get_spark)
-    return WarehouseApplier(Warehouse(tmp_path), RunOptions(warehouse=str(tmp_path), protocol="open"),
-                            RunSummary(), "test")
+    warehouse, options, metrics = Warehouse(tmp_path), RunOptions(warehouse=str(tmp_path), protocol="open"), Metrics()
+    edge = SparkEdge(warehouse, options, metrics)
+    return WarehouseApplier(RunContext(warehouse, options, RunSummary(), metrics, "test", edge, State()))
 
 
 def test_warm_up_starts_spark_once_in_the_background(tmp_path: Path, monkeypatch: Any) -> None:
