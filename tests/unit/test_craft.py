@@ -64,15 +64,15 @@ def test_size_tables_vector() -> None:
     tables = [[1, 3, 5, 7, 9], [2, 4, 6, 8, 10]]
     # Without the trailing reversed length (the TestSizeTable input) and with it.
     body = h("0502040404040504040404040c")[:-1]
-    encoded = put(lambda out: cenc._put_size_tables(out, tables))
+    encoded = put(lambda out: cenc.put_size_tables(out, tables))
     assert encoded == body + bytes([len(body)])
     assert encoded.hex() == "0502040404040504040404040c"
-    assert cwire._decode_size_tables(encoded, 0, len(body)) == tables
+    assert cwire.decode_size_tables(encoded, 0, len(body)) == tables
     # Decoding with random bytes in front, like the Go test.
     framed = b"\xff\x80\x01junk" + encoded
-    length, k = cwire._reversed_uvarint(framed, 0)
+    length, k = cwire.reversed_uvarint(framed, 0)
     assert (length, k) == (len(body), 1)
-    assert cwire._decode_size_tables(framed, len(framed) - k - length, len(framed) - k) == tables
+    assert cwire.decode_size_tables(framed, len(framed) - k - length, len(framed) - k) == tables
 
 
 @pytest.mark.parametrize(
@@ -88,8 +88,8 @@ def test_size_tables_vector() -> None:
     ],
 )
 def test_uvarint_reversed_vectors(value: int, hex_: str) -> None:
-    assert put(lambda out: cenc._put_reversed_uvarint(out, value)).hex() == hex_
-    assert cwire._reversed_uvarint(b"\x05\x06" + h(hex_), 2) == (value, len(hex_) // 2)
+    assert put(lambda out: cenc.put_reversed_uvarint(out, value)).hex() == hex_
+    assert cwire.reversed_uvarint(b"\x05\x06" + h(hex_), 2) == (value, len(hex_) // 2)
 
 
 @pytest.mark.parametrize(
@@ -106,61 +106,61 @@ def test_uvarint_reversed_vectors(value: int, hex_: str) -> None:
     ],
 )
 def test_varint_vectors(value: int, hex_: str) -> None:
-    assert put(lambda out: cenc._put_uvarint(out, cenc._zigzag(value))).hex() == hex_
-    assert put(lambda out: cenc._put_delta_varint_chunk(out, [value])).hex() == hex_
-    u, end = cwire._uvarint(h(hex_), 0, len(hex_) // 2, "v")
+    assert put(lambda out: cenc.put_uvarint(out, cenc.zigzag(value))).hex() == hex_
+    assert put(lambda out: cenc.put_delta_varint_chunk(out, [value])).hex() == hex_
+    u, end = cwire.uvarint(h(hex_), 0, len(hex_) // 2, "v")
     assert end == len(hex_) // 2
     assert (u >> 1) ^ -(u & 1) == value
 
 
 def test_uvarint_limits() -> None:
-    assert cwire._uvarint(h("ffffffffffffffffff01"), 0, 10, "v") == (U64_MAX, 10)
+    assert cwire.uvarint(h("ffffffffffffffffff01"), 0, 10, "v") == (U64_MAX, 10)
     with pytest.raises(DecodeError, match="overflows") as exc:
-        cwire._uvarint(h("ffffffffffffffffff02"), 0, 10, "v")
+        cwire.uvarint(h("ffffffffffffffffff02"), 0, 10, "v")
     assert exc.value.byte_offset == 0
     with pytest.raises(DecodeError, match="longer than 10"):
-        cwire._uvarint(h("ffffffffffffffffff8001"), 0, 11, "v")
+        cwire.uvarint(h("ffffffffffffffffff8001"), 0, 11, "v")
     with pytest.raises(DecodeError, match="truncated"):
-        cwire._uvarint(h("ff"), 0, 1, "v")
+        cwire.uvarint(h("ff"), 0, 1, "v")
     with pytest.raises(DecodeError, match="truncated"):  # the region ends before the buffer does
-        cwire._uvarint(h("ff01"), 0, 1, "v")
+        cwire.uvarint(h("ff01"), 0, 1, "v")
     with pytest.raises(DecodeError, match="overflows"):
-        cwire._reversed_uvarint(h("02ffffffffffffffffff"), 0)
+        cwire.reversed_uvarint(h("02ffffffffffffffffff"), 0)
     with pytest.raises(DecodeError, match="truncated"):
-        cwire._reversed_uvarint(h("01ff"), 1)
+        cwire.reversed_uvarint(h("01ff"), 1)
 
 
 def test_delta_chunk_vectors() -> None:
-    assert put(lambda out: cenc._put_delta_varint_chunk(out, [5, 3, 3, 10])).hex() == "0a03000e"
-    raw, _ = cwire._uvarints(h("0a03000e"), h("0a03000e").translate(cwire._MARKS), 0, 4, 4, "x")
-    assert cwire._delta_zigzag(raw) == [5, 3, 3, 10]
+    assert put(lambda out: cenc.put_delta_varint_chunk(out, [5, 3, 3, 10])).hex() == "0a03000e"
+    raw, _ = cwire.uvarints(h("0a03000e"), h("0a03000e").translate(cwire.MARKS), 0, 4, 4, "x")
+    assert cwire.delta_zigzag(raw) == [5, 3, 3, 10]
 
-    assert put(lambda out: cenc._put_delta_uvarint_chunk(out, [100, 105, 105])).hex() == "640500"
+    assert put(lambda out: cenc.put_delta_uvarint_chunk(out, [100, 105, 105])).hex() == "640500"
     wrapped = "69fbffffffffffffffff01"  # 100 - 105 wraps modulo 2**64
-    assert put(lambda out: cenc._put_delta_uvarint_chunk(out, [105, 100])).hex() == wrapped
+    assert put(lambda out: cenc.put_delta_uvarint_chunk(out, [105, 100])).hex() == wrapped
     buf = h(wrapped)
-    raw, end = cwire._uvarints(buf, buf.translate(cwire._MARKS), 0, len(buf), 2, "x")
+    raw, end = cwire.uvarints(buf, buf.translate(cwire.MARKS), 0, len(buf), 2, "x")
     assert end == len(buf)
     assert [x & U64_MAX for x in accumulate(raw)] == [105, 100]
 
 
 def test_delta_varint_chunk_wraps_like_go_int64() -> None:
     data = [-1, I64_MAX, I64_MIN, 0]
-    buf = put(lambda out: cenc._put_delta_varint_chunk(out, data))
-    raw, _ = cwire._uvarints(buf, buf.translate(cwire._MARKS), 0, len(buf), 4, "x")
-    assert cwire._delta_zigzag(raw) == data
+    buf = put(lambda out: cenc.put_delta_varint_chunk(out, data))
+    raw, _ = cwire.uvarints(buf, buf.translate(cwire.MARKS), 0, len(buf), 4, "x")
+    assert cwire.delta_zigzag(raw) == data
 
 
 def test_string_and_nullable_chunk_vectors() -> None:
-    assert put(lambda out: cenc._put_nullable_bytes_chunk(out, [b"ab", None, b""])).hex() == "0401006162"
-    assert put(lambda out: cenc._put_string_chunk(out, [b"a", b"bc"])).hex() == "0102616263"
+    assert put(lambda out: cenc.put_nullable_bytes_chunk(out, [b"ab", None, b""])).hex() == "0401006162"
+    assert put(lambda out: cenc.put_string_chunk(out, [b"a", b"bc"])).hex() == "0102616263"
     # String chunk decoding: the term dictionary is a count followed by a string chunk.
     dictionary = h("02 0102616263")
-    assert cwire._decode_terms(dictionary, dictionary.translate(cwire._MARKS), 0, len(dictionary)) == ["a", "bc"]
+    assert cwire.decode_terms(dictionary, dictionary.translate(cwire.MARKS), 0, len(dictionary)) == ["a", "bc"]
     # Nullable chunk decoding: a column group of three binary VARCHARs carrying it.
     group = h("01 03 000202 0f0f0f 010101 0401006162")
-    marks = group.translate(cwire._MARKS)
-    gtype, cols = cdec._decode_group(group, marks, 0, len(group), ["x", "y", "z"], dt.UTC, "error", [])
+    marks = group.translate(cwire.MARKS)
+    gtype, cols = cdec.decode_group(group, marks, 0, len(group), ["x", "y", "z"], dt.UTC, "error", [])
     assert gtype == 1
     assert [c.value for c in cols] == [b"ab", None, b""]
 
@@ -342,15 +342,15 @@ def build_message(
     of groups (group type, [(name id, type, flags, value)]); `bodies` overrides for non-rows."""
     term_offset = 2 if ids != (-1, -1) else 0
     out = bytearray()
-    cenc._put_uvarint(out, version)
+    cenc.put_uvarint(out, version)
     header_at = len(out)
     count = len(groups) if bodies is None else len(bodies)
-    cenc._put_delta_uvarint_chunk(out, [7] * count)
+    cenc.put_delta_uvarint_chunk(out, [7] * count)
     for k in kinds if kinds is not None else [1] * count:
-        cenc._put_uvarint(out, k)
-    cenc._put_delta_varint_chunk(out, [-1] * count)
-    cenc._put_delta_varint_chunk(out, [ids[0]] * count)
-    cenc._put_delta_varint_chunk(out, [ids[1]] * count)
+        cenc.put_uvarint(out, k)
+    cenc.put_delta_varint_chunk(out, [-1] * count)
+    cenc.put_delta_varint_chunk(out, [ids[0]] * count)
+    cenc.put_delta_varint_chunk(out, [ids[1]] * count)
     header_size = len(out) - header_at
     body_sizes: list[int] = []
     group_tables: list[list[int]] = []
@@ -364,20 +364,20 @@ def build_message(
         for gtype, cols in event:
             at = len(out)
             out.append(gtype)
-            cenc._put_uvarint(out, len(cols))
-            cenc._put_delta_varint_chunk(out, [c[0] + term_offset for c in cols])
-            cenc._put_uvarint_list(out, [c[1] for c in cols])
-            cenc._put_uvarint_list(out, [c[2] for c in cols])
-            cenc._put_nullable_bytes_chunk(out, [c[3] for c in cols])
+            cenc.put_uvarint(out, len(cols))
+            cenc.put_delta_varint_chunk(out, [c[0] + term_offset for c in cols])
+            cenc.put_uvarint_list(out, [c[1] for c in cols])
+            cenc.put_uvarint_list(out, [c[2] for c in cols])
+            cenc.put_nullable_bytes_chunk(out, [c[3] for c in cols])
             sizes.append(len(out) - at)
         group_tables.append(sizes)
         body_sizes.append(len(out) - body_at)
     dict_at = len(out)
     if terms:
-        cenc._put_uvarint(out, len(terms))
-        cenc._put_string_chunk(out, [t.encode() for t in terms])
+        cenc.put_uvarint(out, len(terms))
+        cenc.put_string_chunk(out, [t.encode() for t in terms])
     tables = [[header_size, len(out) - dict_at], body_sizes, *group_tables, *extra_tables]
-    cenc._put_size_tables(out, tables)
+    cenc.put_size_tables(out, tables)
     return bytes(out)
 
 
@@ -517,9 +517,9 @@ V1_HEADER = h(V1)[1:14]  # ts 9 bytes, type, partition, schema, table
         (corrupt(h(V1), 15, 0x1C), "do not add up"),
         (corrupt(h(V1), 15, 0x1B), "negative size"),
         (corrupt(h(V1), 15, 0x08), "negative size"),
-        (b"\x01" + V1_HEADER + put(lambda o: cenc._put_size_tables(o, [[13], [0]])), "meta size table has 1"),
-        (b"\x01\x05\x03\x01" + put(lambda o: cenc._put_size_tables(o, [[3, 0], [0]])), "do not fit in 3 bytes"),
-        (b"\x01" + V1_HEADER + b"\x00" + put(lambda o: cenc._put_size_tables(o, [[14, 0], [0]])), "malformed event"),
+        (b"\x01" + V1_HEADER + put(lambda o: cenc.put_size_tables(o, [[13], [0]])), "meta size table has 1"),
+        (b"\x01\x05\x03\x01" + put(lambda o: cenc.put_size_tables(o, [[3, 0], [0]])), "do not fit in 3 bytes"),
+        (b"\x01" + V1_HEADER + b"\x00" + put(lambda o: cenc.put_size_tables(o, [[14, 0], [0]])), "malformed event"),
         (corrupt(h(V1), 10, 0x07), "unknown event type 7"),
         (corrupt(h(V1), 12, 0x04), "term id 2 outside the dictionary of 0"),
         (corrupt(h(V2), 12, 0x08), "term id 4 outside the dictionary of 2"),
@@ -560,18 +560,18 @@ def test_row_events_need_their_own_group_tables() -> None:
 
 def test_huge_counts_are_rejected_without_allocating() -> None:
     # A column group claiming 10**9 columns in a handful of bytes.
-    group = b"\x01" + put(lambda out: cenc._put_uvarint(out, 10**9)) + b"\x00\x06\x00\x02\x02"
+    group = b"\x01" + put(lambda out: cenc.put_uvarint(out, 10**9)) + b"\x00\x06\x00\x02\x02"
     with pytest.raises(DecodeError, match="do not fit"):
-        cdec._decode_group(group, group.translate(cwire._MARKS), 0, len(group), ["c"], dt.UTC, "error", [])
+        cdec.decode_group(group, group.translate(cwire.MARKS), 0, len(group), ["c"], dt.UTC, "error", [])
     # A size table claiming 2**63 elements, and a dictionary claiming 10**12 terms.
-    huge = put(lambda out: cenc._put_uvarint(out, 2**63)) + b"\x00"
+    huge = put(lambda out: cenc.put_uvarint(out, 2**63)) + b"\x00"
     with pytest.raises(DecodeError, match="bad element count"):
-        cwire._decode_size_tables(huge, 0, len(huge))
-    dictionary = put(lambda out: cenc._put_uvarint(out, 10**12)) + b"\x01a"
+        cwire.decode_size_tables(huge, 0, len(huge))
+    dictionary = put(lambda out: cenc.put_uvarint(out, 10**12)) + b"\x01a"
     with pytest.raises(DecodeError, match="do not fit"):
-        cwire._decode_terms(dictionary, dictionary.translate(cwire._MARKS), 0, len(dictionary))
+        cwire.decode_terms(dictionary, dictionary.translate(cwire.MARKS), 0, len(dictionary))
     # A 2**60-byte body size: the sizes cannot add up to the message.
-    tables = put(lambda out: cenc._put_size_tables(out, [[5, 0], [2**60]]))
+    tables = put(lambda out: cenc.put_size_tables(out, [[5, 0], [2**60]]))
     with pytest.raises(DecodeError, match="do not add up"):
         decode(b"\x01\x01\x03\x01\x01\x01" + tables)
 
@@ -649,7 +649,7 @@ def test_encoder_accepts_open_protocol_value_forms() -> None:
 def test_fast_datetime_format_matches_values(value: dt.datetime, tz: dt.tzinfo | None) -> None:
     aware = value if tz is None else value.replace(tzinfo=tz)
     for target in (None, dt.UTC, UTC8):
-        assert cenc._format_datetime(aware, target) == values.format_datetime(aware, target)
+        assert cenc.format_datetime(aware, target) == values.format_datetime(aware, target)
 
 
 DATE_LIKE = st.one_of(
@@ -671,8 +671,8 @@ def test_fast_date_parsers_match_values(text: str) -> None:
         except DecodeError as exc:
             return ("error", str(exc))
 
-    assert outcome(lambda: cdec._date(text, "error")) == outcome(lambda: values.parse_date(text, "error"))
-    assert outcome(lambda: cdec._naive_datetime(text, "null")) == outcome(lambda: values.parse_datetime(text, "null"))
+    assert outcome(lambda: cdec.date(text, "error")) == outcome(lambda: values.parse_date(text, "error"))
+    assert outcome(lambda: cdec.naive_datetime(text, "null")) == outcome(lambda: values.parse_datetime(text, "null"))
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,21 +33,21 @@ from replicator.codec.craft.common import (
     _wrap_i64,
 )
 from replicator.codec.craft.wire import (
-    _MARKS,
-    _decode_size_tables,
-    _decode_terms,
-    _delta_zigzag,
+    MARKS,
     _nullable_term,
-    _reversed_uvarint,
-    _uvarint,
-    _uvarints,
     _uvarints_to,
+    decode_size_tables,
+    decode_terms,
+    delta_zigzag,
+    reversed_uvarint,
+    uvarint,
+    uvarints,
 )
 from replicator.codec.fastbuild import COLUMN_CLS, ROW_CLS, ColumnTwin, RowTwin, new_object
 from replicator.errors import DecodeError
 from replicator.events import Column, DdlEvent, Event, Op, Position, Resolved, RowChange
 
-__all__ = ["CraftOptions", "decode"]
+__all__ = ["CraftOptions", "date", "decode", "decode_group", "naive_datetime"]
 
 
 class CraftOptions(Protocol):
@@ -84,7 +84,8 @@ def _relaxed_to_iso(text: str) -> str:
     return text
 
 
-def _date(text: str, zero_dates: _values.ZeroDates) -> dt.date | None:
+def date(text: str, zero_dates: _values.ZeroDates) -> dt.date | None:
+    """A DATE value's text ('YYYY-MM-DD', or MySQL's relaxed separators) as `values.parse_date` reads it."""
     iso = text if text[4:5] == "-" else _relaxed_to_iso(text)
     if len(iso) == 10 and iso[4] == "-" and iso[7] == "-" and iso.isascii():
         try:
@@ -94,7 +95,8 @@ def _date(text: str, zero_dates: _values.ZeroDates) -> dt.date | None:
     return _values.parse_date(text, zero_dates)
 
 
-def _naive_datetime(text: str, zero_dates: _values.ZeroDates) -> dt.datetime | None:
+def naive_datetime(text: str, zero_dates: _values.ZeroDates) -> dt.datetime | None:
+    """A DATETIME/TIMESTAMP value's wall-clock text as `values.parse_datetime` reads it (naive)."""
     iso = text if text[4:5] == "-" else _relaxed_to_iso(text)
     n = len(iso)
     if (
@@ -153,7 +155,7 @@ _parse_time = _values.parse_time
 _parse_decimal = _values.parse_sql_decimal
 
 
-def _decode_group(
+def decode_group(
     buf: bytes,
     marks: bytes,
     p: int,
@@ -173,11 +175,11 @@ def _decode_group(
         c = b
         p += 2
     else:
-        c, p = _uvarint(buf, p + 1, end, "column count")
+        c, p = uvarint(buf, p + 1, end, "column count")
     if c == 0:
         raise DecodeError("column group without columns", offset=p)
     meta_at = p
-    meta, p = _uvarints(buf, marks, p, end, 4 * c, "column group")
+    meta, p = uvarints(buf, marks, p, end, 4 * c, "column group")
     c2 = c + c
     c3 = c2 + c
     nterms = len(terms)
@@ -235,7 +237,7 @@ def _decode_group(
                     elif q == p + 2 and buf[p] >= 0x80 and buf[p + 1] < 0x80:
                         u = (buf[p] & 0x7F) | (buf[p + 1] << 7)
                     else:
-                        u, r = _uvarint(buf, p, q, "integer value")
+                        u, r = uvarint(buf, p, q, "integer value")
                         if r != q:
                             raise DecodeError(f"{q - r} stray bytes after the integer", offset=r)
                     if kind == 5 or (kind == 2 and f & _UNSIGNED):
@@ -243,16 +245,16 @@ def _decode_group(
                     else:
                         col.value = (u >> 1) ^ -(u & 1)
                 elif kind == 7:  # _K_DATETIME
-                    col.value = _naive_datetime(buf[p:q].decode(), zero)
+                    col.value = naive_datetime(buf[p:q].decode(), zero)
                 elif kind == 8:  # _K_TIMESTAMP
-                    v = _naive_datetime(buf[p:q].decode(), zero)
+                    v = naive_datetime(buf[p:q].decode(), zero)
                     col.value = v if v is None else _combine(v, v.time(), tz)
                 elif kind == 4:  # _K_FLOAT
                     if q != p + 8:
                         raise DecodeError(f"float value of {q - p} bytes (want 8)", offset=p)
                     col.value = _unpack_f64(buf, p)[0]
                 elif kind == 6:  # _K_DATE
-                    col.value = _date(buf[p:q].decode(), zero)
+                    col.value = date(buf[p:q].decode(), zero)
                 elif kind == 10:  # _K_DECIMAL
                     col.value = _parse_decimal(buf[p:q].decode())
                 elif kind == 9:  # _K_TIME
@@ -283,21 +285,21 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
     if n == 0:
         raise DecodeError("empty Craft message", offset=0)
     if buf[0] != VERSION:
-        version, _ = _uvarint(buf, 0, n, "version")
+        version, _ = uvarint(buf, 0, n, "version")
         raise DecodeError(f"unsupported Craft version {version} (only {VERSION} exists)", offset=0)
     p = 1
-    marks = buf.translate(_MARKS)
+    marks = buf.translate(MARKS)
 
     size_len = buf[-1]
     if size_len < 0x80:
         k = 1
     else:
-        size_len, k = _reversed_uvarint(buf, p)
+        size_len, k = reversed_uvarint(buf, p)
     tables_end = n - k
     tables_at = tables_end - size_len
     if tables_at < p:
         raise DecodeError(f"size tables of {size_len} bytes do not fit in the message", offset=tables_end)
-    tables = _decode_size_tables(buf, tables_at, tables_end)
+    tables = decode_size_tables(buf, tables_at, tables_end)
     if len(tables) < 2:
         raise DecodeError("missing meta or body size table", offset=tables_at)
     meta, bodies = tables[0], tables[1]
@@ -315,7 +317,7 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
             f"but {tables_at - p} bytes precede the size tables)",
             offset=tables_at,
         )
-    terms = _decode_terms(buf, marks, dict_at, tables_at) if dict_size else []
+    terms = decode_terms(buf, marks, dict_at, tables_at) if dict_size else []
 
     # Headers: five columnar chunks of `count` uvarints each, and nothing else.
     count = len(bodies)
@@ -323,7 +325,7 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
         raise DecodeError(f"{count} event headers do not fit in {header_size} bytes", offset=p)
     if count == 1 and marks.find(1, bodies_at - 4, bodies_at) < 0:
         # One event whose four small fields are single bytes: only the ts needs a varint read.
-        ts, r = _uvarint(buf, p, bodies_at, "header commit ts")
+        ts, r = uvarint(buf, p, bodies_at, "header commit ts")
         if r != bodies_at - 4:
             raise DecodeError("malformed event header", offset=r)
         tss = [ts]
@@ -341,9 +343,9 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
         c2, c3, c4 = 2 * count, 3 * count, 4 * count
         tss = [x & _U64 for x in accumulate(hdr[:count])]
         kinds = hdr[count:c2]
-        partitions = _delta_zigzag(hdr[c2:c3])
-        schemas = [_nullable_term(x, terms, p, "header schema") for x in _delta_zigzag(hdr[c3:c4])]
-        names = [_nullable_term(x, terms, p, "header table") for x in _delta_zigzag(hdr[c4:])]
+        partitions = delta_zigzag(hdr[c2:c3])
+        schemas = [_nullable_term(x, terms, p, "header schema") for x in delta_zigzag(hdr[c3:c4])]
+        names = [_nullable_term(x, terms, p, "header table") for x in delta_zigzag(hdr[c4:])]
 
     tz = options.timezone if options is not None else dt.UTC
     zero: _values.ZeroDates = options.zero_dates if options is not None else "error"
@@ -375,7 +377,7 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
                 group_end = q + size
                 if size <= 0 or group_end > body_end:
                     raise DecodeError(f"event {i}: column group of {size} bytes overruns the body", offset=q)
-                gtype, cols = _decode_group(buf, marks, q, group_end, terms, tz, zero, replaced)
+                gtype, cols = decode_group(buf, marks, q, group_end, terms, tz, zero, replaced)
                 if gtype == _GROUP_NEW and new is None:
                     new = cols
                 elif gtype == _GROUP_OLD and old is None:
@@ -402,8 +404,8 @@ def _decode(buf: bytes, options: CraftOptions | None, position: Position | None)
                 invalid += [(schemas[i], names[i], column) for column in replaced]
                 replaced.clear()
         elif kind == _DDL:
-            ddl_type, r = _uvarint(buf, q, body_end, "DDL type")
-            length, r = _uvarint(buf, r, body_end, "DDL query length")
+            ddl_type, r = uvarint(buf, q, body_end, "DDL type")
+            length, r = uvarint(buf, r, body_end, "DDL query length")
             if r + length != body_end:
                 raise DecodeError(f"event {i}: DDL query of {length} bytes does not fill its body", offset=r)
             try:

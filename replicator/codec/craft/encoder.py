@@ -39,19 +39,35 @@ from replicator.codec.limits import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_MESSAGE_
 from replicator.errors import ConfigError
 from replicator.events import DdlEvent, Event, Resolved, RowChange, Value
 
-__all__ = ["encode", "encode_ddl", "encode_resolved", "encode_rows"]
+__all__ = [
+    "encode",
+    "encode_ddl",
+    "encode_resolved",
+    "encode_rows",
+    "format_datetime",
+    "put_delta_uvarint_chunk",
+    "put_delta_varint_chunk",
+    "put_nullable_bytes_chunk",
+    "put_reversed_uvarint",
+    "put_size_tables",
+    "put_string_chunk",
+    "put_uvarint",
+    "put_uvarint_list",
+    "zigzag",
+]
 
 _pack_f64 = _F64.pack
 
 
-def _put_uvarint(out: bytearray, v: int) -> None:
+def put_uvarint(out: bytearray, v: int) -> None:
+    """Append v as a LEB128 uvarint (Go's binary.PutUvarint)."""
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     out.append(v)
 
 
-def _put_uvarint_list(out: bytearray, values: list[int]) -> None:
+def put_uvarint_list(out: bytearray, values: list[int]) -> None:
     """A uvarint chunk; all-small chunks (the usual case) are copied in one C call."""
     if max(values) < 0x80:
         out += bytes(values)
@@ -60,18 +76,18 @@ def _put_uvarint_list(out: bytearray, values: list[int]) -> None:
         if v < 0x80:
             out.append(v)
         else:
-            _put_uvarint(out, v)
+            put_uvarint(out, v)
 
 
-def _put_string_chunk(out: bytearray, items: list[bytes]) -> None:
+def put_string_chunk(out: bytearray, items: list[bytes]) -> None:
     """All lengths as uvarints, then all payloads."""
-    _put_uvarint_list(out, [len(b) for b in items])
+    put_uvarint_list(out, [len(b) for b in items])
     out += b"".join(items)
 
 
-def _put_nullable_bytes_chunk(out: bytearray, items: list[bytes | None]) -> None:
+def put_nullable_bytes_chunk(out: bytearray, items: list[bytes | None]) -> None:
     """All lengths as zigzag varints (-1 = NULL), then the non-null payloads."""
-    _put_uvarint_list(out, [1 if b is None else len(b) << 1 for b in items])
+    put_uvarint_list(out, [1 if b is None else len(b) << 1 for b in items])
     out += b"".join([b for b in items if b is not None])
 
 
@@ -82,16 +98,16 @@ def _uvarint_bytes(v: int) -> bytes:
     if v < 0x80:
         return bytes((v,))
     out = bytearray()
-    _put_uvarint(out, v)
+    put_uvarint(out, v)
     return bytes(out)
 
 
-def _zigzag(v: int) -> int:
+def zigzag(v: int) -> int:
     """Go's PutVarint mapping: 0, -1, 1, -2, ... -> 0, 1, 2, 3, ..."""
     return v << 1 if v >= 0 else ((-v) << 1) - 1
 
 
-def _put_delta_varint_chunk(out: bytearray, data: Sequence[int]) -> None:
+def put_delta_varint_chunk(out: bytearray, data: Sequence[int]) -> None:
     """First value, then differences (int64, wrapping like Go), all zigzag varints."""
     zigzags: list[int] = []
     last = 0
@@ -103,31 +119,33 @@ def _put_delta_varint_chunk(out: bytearray, data: Sequence[int]) -> None:
         last = v
     if not zigzags:  # the reference indexes data[0]: an empty chunk cannot be written
         raise ValueError("empty delta chunk")
-    _put_uvarint_list(out, zigzags)
+    put_uvarint_list(out, zigzags)
 
 
-def _put_delta_uvarint_chunk(out: bytearray, data: Sequence[int]) -> None:
+def put_delta_uvarint_chunk(out: bytearray, data: Sequence[int]) -> None:
+    """First value, then differences (uint64, wrapping like Go), all uvarints."""
     last = data[0]
-    _put_uvarint(out, last)
+    put_uvarint(out, last)
     for v in data[1:]:
-        _put_uvarint(out, (v - last) & _U64)
+        put_uvarint(out, (v - last) & _U64)
         last = v
 
 
-def _put_reversed_uvarint(out: bytearray, v: int) -> None:
+def put_reversed_uvarint(out: bytearray, v: int) -> None:
+    """Append v as a uvarint stored back to front (the trailing size-tables length)."""
     tmp = bytearray()
-    _put_uvarint(tmp, v)
+    put_uvarint(tmp, v)
     tmp.reverse()
     out += tmp
 
 
-def _put_size_tables(out: bytearray, tables: Sequence[Sequence[int]]) -> None:
+def put_size_tables(out: bytearray, tables: Sequence[Sequence[int]]) -> None:
     """Each table as count + delta varint chunk, then the region's length as a reversed uvarint."""
     start = len(out)
     for table in tables:
-        _put_uvarint(out, len(table))
-        _put_delta_varint_chunk(out, table)
-    _put_reversed_uvarint(out, len(out) - start)
+        put_uvarint(out, len(table))
+        put_delta_varint_chunk(out, table)
+    put_reversed_uvarint(out, len(out) - start)
 
 
 def _check_u64(v: object, what: str) -> int:
@@ -146,7 +164,7 @@ def _check_i64(v: object, what: str) -> int:
     return v
 
 
-def _format_datetime(value: dt.datetime, tz: dt.tzinfo | None) -> str:
+def format_datetime(value: dt.datetime, tz: dt.tzinfo | None) -> str:
     """`values.format_datetime` via C-level isoformat (tested equal): naive wall-clock text,
     aware values first converted to `tz`, fraction without trailing zeros."""
     if value.tzinfo is None:
@@ -184,7 +202,7 @@ def _encode_value(t: int, flags: int, value: Value, tz: dt.tzinfo) -> bytes | No
                 return _SMALL_UVARINTS[u] if u < 0x80 else _uvarint_bytes(u)
             raise ValueError(f"integer {value} out of range for column type {t} (flags {flags})")
     elif kind == _K_YEAR:
-        return _uvarint_bytes(_zigzag(_check_i64(value, "YEAR")))
+        return _uvarint_bytes(zigzag(_check_i64(value, "YEAR")))
     elif kind == _K_UVAR:
         return _uvarint_bytes(_check_u64(value, f"BIT/ENUM/SET (type {t})"))
     elif kind == _K_FLOAT:
@@ -196,7 +214,7 @@ def _encode_value(t: int, flags: int, value: Value, tz: dt.tzinfo) -> bytes | No
         return value.encode()
     elif kind in (_K_DATETIME, _K_TIMESTAMP):
         if isinstance(value, dt.datetime):
-            return _format_datetime(value, tz if kind == _K_TIMESTAMP else None).encode()
+            return format_datetime(value, tz if kind == _K_TIMESTAMP else None).encode()
     elif kind == _K_DATE:
         if isinstance(value, dt.date):
             return dt.date.isoformat(value).encode()  # = values.format_date, datetimes too
@@ -252,9 +270,9 @@ def _finish(out: bytearray, terms: dict[str, int], header_size: int, tables: lis
     """Append term dictionary and size tables; `tables` = [body sizes, group sizes...]."""
     dict_at = len(out)
     if terms:
-        _put_uvarint(out, len(terms))
-        _put_string_chunk(out, [t.encode() for t in terms])
-    _put_size_tables(out, [[header_size, len(out) - dict_at], *tables])
+        put_uvarint(out, len(terms))
+        put_string_chunk(out, [t.encode() for t in terms])
+    put_size_tables(out, [[header_size, len(out) - dict_at], *tables])
     return bytes(out)
 
 
@@ -273,16 +291,16 @@ def _encode_headers(
     schema_ids = [add(s, len(terms)) if s else -1 for s in schemas]
     table_ids = [add(s, len(terms)) if s else -1 for s in tables]
     if len(tss) == 1:  # single-element delta chunks are just the values
-        _put_uvarint(out, tss[0])
-        _put_uvarint(out, kinds[0])
+        put_uvarint(out, tss[0])
+        put_uvarint(out, kinds[0])
         for v in (partitions[0], schema_ids[0], table_ids[0]):
-            _put_uvarint(out, v << 1 if v >= 0 else ((-v) << 1) - 1)
+            put_uvarint(out, v << 1 if v >= 0 else ((-v) << 1) - 1)
     else:
-        _put_delta_uvarint_chunk(out, tss)
-        _put_uvarint_list(out, kinds)
-        _put_delta_varint_chunk(out, partitions)
-        _put_delta_varint_chunk(out, schema_ids)
-        _put_delta_varint_chunk(out, table_ids)
+        put_delta_uvarint_chunk(out, tss)
+        put_uvarint_list(out, kinds)
+        put_delta_varint_chunk(out, partitions)
+        put_delta_varint_chunk(out, schema_ids)
+        put_delta_varint_chunk(out, table_ids)
     return len(out) - start
 
 
@@ -307,11 +325,11 @@ def _encode_batch(batch: list[_Prepared]) -> bytes:
         for gtype, names, types, flags, encoded in groups:
             group_at = len(out)
             out.append(gtype)
-            _put_uvarint(out, len(names))
-            _put_delta_varint_chunk(out, [add(name, len(terms)) for name in names])
-            _put_uvarint_list(out, types)
-            _put_uvarint_list(out, flags)
-            _put_nullable_bytes_chunk(out, encoded)
+            put_uvarint(out, len(names))
+            put_delta_varint_chunk(out, [add(name, len(terms)) for name in names])
+            put_uvarint_list(out, types)
+            put_uvarint_list(out, flags)
+            put_nullable_bytes_chunk(out, encoded)
             sizes.append(len(out) - group_at)
         group_tables.append(sizes)
         body_sizes.append(len(out) - body_at)
@@ -379,9 +397,9 @@ def encode_ddl(ddl: DdlEvent) -> bytes:
         out, terms, [_check_u64(ddl.commit_ts, "commit_ts")], [_DDL], [-1], [ddl.schema], [ddl.table]
     )
     body_at = len(out)
-    _put_uvarint(out, _check_u64(ddl.ddl_type, "ddl_type"))
+    put_uvarint(out, _check_u64(ddl.ddl_type, "ddl_type"))
     query = ddl.query.encode()
-    _put_uvarint(out, len(query))
+    put_uvarint(out, len(query))
     out += query
     return _finish(out, terms, header_size, [[len(out) - body_at]])
 

@@ -19,10 +19,10 @@ from replicator.errors import DecodeError
 # read by locating multi-byte varints in `marks` (buf translated to 1 = continuation byte, else 0)
 # with C-level `find` and copying the single-byte stretches between them wholesale.
 
-_MARKS: Final = bytes(0 if i < 0x80 else 1 for i in range(256))
+MARKS: Final = bytes(0 if i < 0x80 else 1 for i in range(256))
 
 
-def _uvarint(buf: bytes, p: int, end: int, what: str) -> tuple[int, int]:
+def uvarint(buf: bytes, p: int, end: int, what: str) -> tuple[int, int]:
     """LEB128 uvarint as Go's binary.Uvarint: at most 10 bytes, the 10th at most 1."""
     x = 0
     shift = 0
@@ -38,7 +38,7 @@ def _uvarint(buf: bytes, p: int, end: int, what: str) -> tuple[int, int]:
     raise DecodeError(f"{what}: truncated uvarint", offset=p)
 
 
-def _uvarints(buf: bytes, marks: bytes, p: int, end: int, n: int, what: str) -> tuple[list[int], int]:
+def uvarints(buf: bytes, marks: bytes, p: int, end: int, n: int, what: str) -> tuple[list[int], int]:
     """n consecutive uvarints starting at p."""
     out: list[int] = []
     while True:
@@ -56,7 +56,7 @@ def _uvarints(buf: bytes, marks: bytes, p: int, end: int, n: int, what: str) -> 
             out.append((buf[j] & 0x7F) | (buf[j + 1] << 7))
             p = j + 2
         else:
-            v, p = _uvarint(buf, j, end, what)
+            v, p = uvarint(buf, j, end, what)
             out.append(v)
         n -= 1
         if n == 0:
@@ -72,12 +72,12 @@ def _uvarints_to(buf: bytes, marks: bytes, p: int, end: int, what: str) -> list[
             out += buf[p:end]
             break
         out += buf[p:j]
-        v, p = _uvarint(buf, j, end, what)
+        v, p = uvarint(buf, j, end, what)
         out.append(v)
     return out
 
 
-def _delta_zigzag(raw: list[int]) -> list[int]:
+def delta_zigzag(raw: list[int]) -> list[int]:
     """Delta varint chunk from its raw uvarints: zigzag, then prefix sums in int64 (Go wraps)."""
     out: list[int] = []
     append = out.append
@@ -90,7 +90,7 @@ def _delta_zigzag(raw: list[int]) -> list[int]:
     return out
 
 
-def _reversed_uvarint(buf: bytes, floor: int) -> tuple[int, int]:
+def reversed_uvarint(buf: bytes, floor: int) -> tuple[int, int]:
     """The trailing size-tables length: a uvarint stored back to front; returns (value, bytes)."""
     p = len(buf) - 1
     x = 0
@@ -111,7 +111,7 @@ def _reversed_uvarint(buf: bytes, floor: int) -> tuple[int, int]:
     raise DecodeError("truncated size-tables length at the end of the message", offset=floor)
 
 
-def _decode_size_tables(buf: bytes, p: int, end: int) -> list[list[int]]:
+def decode_size_tables(buf: bytes, p: int, end: int) -> list[list[int]]:
     """Each table: element count, then a delta varint chunk (the region is all uvarints).
 
     Sizes are summed without Go's int64 wraparound: a real size never comes near 2**63, and any
@@ -123,7 +123,7 @@ def _decode_size_tables(buf: bytes, p: int, end: int) -> list[list[int]]:
         if n < 0x80:
             p += 1
         else:
-            n, p = _uvarint(buf, p, end, "size table element count")
+            n, p = uvarint(buf, p, end, "size table element count")
         if n == 0 or n > end - p:  # the reference cannot write an empty delta chunk
             raise DecodeError(f"size table {len(tables)}: bad element count {n}", offset=p)
         table: list[int] = []
@@ -137,7 +137,7 @@ def _decode_size_tables(buf: bytes, p: int, end: int) -> list[list[int]]:
                 b = (b & 0x7F) | (buf[p + 1] << 7)
                 p += 2
             else:
-                b, p = _uvarint(buf, p, end, "size table element")
+                b, p = uvarint(buf, p, end, "size table element")
             acc += (b >> 1) ^ -(b & 1)
             append(acc)
         tables.append(table)
@@ -151,14 +151,15 @@ _TERMS_CACHE_ENTRIES: Final = 256
 _TERMS_CACHE_MAX_BYTES: Final = 4096
 
 
-def _decode_terms(buf: bytes, marks: bytes, p: int, end: int) -> list[str]:
+def decode_terms(buf: bytes, marks: bytes, p: int, end: int) -> list[str]:
+    """The term dictionary: a uvarint count, the lengths as a uvarint chunk, then the UTF-8 terms."""
     key = buf[p:end]
     terms = _TERMS_CACHE.get(key)
     if terms is not None:
         return terms
     start = p
-    n, p = _uvarint(buf, p, end, "term dictionary count")
-    lengths, p = _uvarints(buf, marks, p, end, n, "term dictionary lengths") if n else ([], p)
+    n, p = uvarint(buf, p, end, "term dictionary count")
+    lengths, p = uvarints(buf, marks, p, end, n, "term dictionary lengths") if n else ([], p)
     terms = []
     append = terms.append
     for i, ln in enumerate(lengths):
