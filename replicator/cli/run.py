@@ -90,6 +90,9 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                         "(--reader driver)")
     p.add_argument("--max-buffer-rows", type=int,
                    help=f"bound on buffered rows: apply complete windows once reached (default {d['max_buffer_rows']})")
+    p.add_argument("--flush-interval", type=float, metavar="SECONDS",
+                   help="a follower applies what is complete at most this often (a sharded one: on a grid of "
+                        f"upstream time this long; give every shard the same) (default {d['flush_interval']:g})")
     p.add_argument("--apply-parallelism", type=int, metavar="N",
                    help="MERGEs of one step run at once, each table in its own Spark session "
                         f"(default {d['apply_parallelism']})")
@@ -190,6 +193,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         claim_check_storage=s.claim_check_storage,
         start=start,
         max_buffer_rows=s.max_buffer_rows,
+        flush_interval_s=s.flush_interval,
         apply_parallelism=s.apply_parallelism,
         reader=s.reader,
         wait_for_lock=s.wait,

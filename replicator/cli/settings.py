@@ -37,7 +37,7 @@ from replicator.cli.maintain_settings import MaintainFields
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
-from replicator.engine.options import DEFAULT_MAX_BUFFER_ROWS
+from replicator.engine.options import DEFAULT_FLUSH_INTERVAL_S, DEFAULT_MAX_BUFFER_ROWS
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
@@ -204,7 +204,6 @@ class ReplicatorSettings(MaintainFields):
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     ssl_password: SecretStr | None = None
-    # how
     until_caught_up: StrictBool = False
     on_error: Literal["stop", "skip"] = "stop"
     on_ddl_error: Literal["stop", "skip"] = "stop"
@@ -220,6 +219,7 @@ class ReplicatorSettings(MaintainFields):
     compression: Literal["none", "lz4", "snappy"] = "none"
     claim_check_storage: str | None = None
     max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
+    flush_interval: float = Field(default=DEFAULT_FLUSH_INTERVAL_S, gt=0)  # a follower's step, at most this often
     apply_parallelism: int = Field(default=DEFAULT_APPLY_PARALLELISM, ge=1, le=64)
     reader: Literal["driver", "spark"] = "driver"
     kafka_retry_budget: float = 120.0

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from replicator.engine.options import DEFAULT_MAX_BUFFER_ROWS
+from replicator.engine.options import DEFAULT_FLUSH_INTERVAL_S, DEFAULT_MAX_BUFFER_ROWS
 from replicator.engine.window import Step, Windower
 from replicator.errors import ClaimCheckError, DdlError, DecodeError, ReplicatorError, UnsupportedError
 from replicator.events import Event, Record, tso_from_ms, tso_physical_ms, where
@@ -106,7 +106,7 @@ class LoopOptions:
     until_caught_up: bool = False
     on_error: Literal["stop", "skip"] = "stop"
     max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
-    flush_interval_s: float = 2.0
+    flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     # Follow mode: interval steps end on a grid of this many ms of upstream (TSO) time, so that
     # shards reading one stream step at the same points (0: at the watermark; see `step_end`)
     step_grid_ms: int = 0

@@ -27,6 +27,9 @@ DEFAULT_MAX_BUFFER_ROWS = 200_000
 """--max-buffer-rows' default, the one definition (`RunOptions`, `LoopOptions` and the CLI's
 settings read it); a constant here, so the CLI's settings need not import the loop."""
 
+DEFAULT_FLUSH_INTERVAL_S = 2.0
+"""--flush-interval's default: a follower's step every 2 s (plus the step's own time) at most."""
+
 
 @dataclass
 class RunOptions:
@@ -41,7 +44,7 @@ class RunOptions:
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     start: Mapping[TP, int] | Literal["earliest"] | None = None  # None: stored state (or earliest)
     max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
-    flush_interval_s: float = 2.0
+    flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     wait_for_lock: bool = False
     progress: bool | None = None  # None: a live display when stderr is a terminal
     table_features: Profile = DEFAULT_PROFILE  # what new tables get (replicator/delta/features.py)

@@ -510,3 +510,22 @@ def test_every_replicator_variable_in_the_sources_is_known() -> None:
     assert len(set(OTHER_ENV_VARS)) == len(OTHER_ENV_VARS)
     pending = {"REPLICATOR_MAVEN_REPOSITORY", "REPLICATOR_JARS_CACHE"}  # being added to delta/jars.py
     assert {n for n in OTHER_ENV_VARS if n not in found} <= pending
+
+
+def test_flush_interval_reaches_the_run_from_flag_env_and_config_file(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs tell followers (and every shard alike) to set `--flush-interval`: it is a setting like
+    the others, with its default from the engine's one definition."""
+    from replicator.engine.options import DEFAULT_FLUSH_INTERVAL_S
+
+    base = ["--warehouse", str(tmp_path / "wh"), "--protocol", "open", "--topic", "t"]
+    assert run_options(parse(["run", *base])).flush_interval_s == DEFAULT_FLUSH_INTERVAL_S == 2.0
+    assert run_options(parse(["run", "--flush-interval", "0.5", *base])).flush_interval_s == 0.5
+    monkeypatch.setenv("REPLICATOR_FLUSH_INTERVAL", "7")
+    assert run_options(parse(["run", *base])).flush_interval_s == 7.0
+    cfg = tmp_path / "r.toml"
+    cfg.write_text("flush-interval = 30\n")
+    monkeypatch.delenv("REPLICATOR_FLUSH_INTERVAL")
+    assert run_options(parse(["run", "--config", str(cfg), *base])).flush_interval_s == 30.0
+    with pytest.raises(ConfigError, match="--flush-interval"):
+        load_settings({"flush_interval": "0"})
