@@ -4,6 +4,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.Iterator;
 
@@ -15,6 +16,8 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.s3a.S3AFileSystem;
 import org.apache.hadoop.fs.s3a.impl.PutObjectOptions;
 import software.amazon.awssdk.awscore.AwsRequestOverrideConfiguration;
+import software.amazon.awssdk.core.exception.ApiCallTimeoutException;
+import software.amazon.awssdk.core.exception.SdkClientException;
 import software.amazon.awssdk.core.exception.SdkException;
 import software.amazon.awssdk.core.sync.RequestBody;
 import software.amazon.awssdk.services.s3.S3Client;
@@ -30,6 +33,14 @@ import software.amazon.awssdk.services.s3.model.S3Exception;
  * only). The loser gets {@link CommitRacedException}. Before each commit the writer lease is
  * checked in the JVM ({@link Fence}), and a pinned table's commit must have the version its write
  * was planned on ({@link Pin}). Checkpoints and other overwritable files are plain PUTs.
+ *
+ * <p>A fenced commit's PUT, retries included, is bounded by the time the lease has left. One that
+ * runs out, fails on the way (the store may have taken it before the connection broke), or is
+ * refused with 409 (another request for the same key still in flight, perhaps our own earlier
+ * attempt) is undecided: it may still land. The store is read until the object
+ * settles or the bound is spent; ours found there is our commit, anything else (or nothing yet)
+ * is a lost race ({@link CommitRacedException}), which the replicator re-plans from the log with
+ * this table pinned, so a late landing of the undecided PUT is refused or read, never written over.
  */
 public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
 
@@ -77,23 +88,74 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         AwsRequestOverrideConfiguration.Builder override = builder.overrideConfiguration() == null
                 ? AwsRequestOverrideConfiguration.builder()
                 : builder.overrideConfiguration().toBuilder();
-        PutObjectRequest put = builder.overrideConfiguration(override.putHeader("If-None-Match", "*").build()).build();
+        override.putHeader("If-None-Match", "*");
+        long bound = Fence.remainingNanos();
+        long until = bound == Long.MAX_VALUE ? Long.MAX_VALUE : System.nanoTime() + bound;
+        if (bound != Long.MAX_VALUE) {
+            override.apiCallTimeout(Duration.ofNanos(Math.max(bound, MIN_CALL_NANOS)));
+        }
+        PutObjectRequest put = builder.overrideConfiguration(override.build()).build();
         try {
             client.putObject(put, RequestBody.fromBytes(data));
             written(path, version);
+        } catch (ApiCallTimeoutException e) {
+            settle(client, bucket, key, data, path, version, until, "its PUT outlived the lease's time left");
+        } catch (SdkClientException e) {
+            // Cut off on the way (a reset, a read timeout): the store may have taken it all the same.
+            settle(client, bucket, key, data, path, version, until, "its PUT failed on the way: " + e.getMessage());
         } catch (S3Exception e) {
             int status = e.statusCode();
-            if (status != 412 && status != 409) {
+            if (status == 412) {
+                if (!Arrays.equals(data, existing(client, bucket, key, until))) {
+                    throw new CommitRacedException("replicator: commit raced: " + path
+                            + " was written by another writer first (412)");
+                }
+                written(path, version);  // our own PUT landed and its retry was refused: the commit is ours
+            } else if (status == 409) {
+                settle(client, bucket, key, data, path, version, until, "another PUT of it was in flight (409)");
+            } else {
                 throw new IOException("replicator: could not write " + path + ": " + e.getMessage(), e);
             }
-            if (!Arrays.equals(data, existing(client, bucket, key))) {
-                throw new CommitRacedException("replicator: commit raced: " + path
-                        + " was written by another writer first (" + status + ")");
-            }
-            // Our own PUT landed and its retry was refused: the commit is ours.
-            written(path, version);
         } catch (SdkException e) {
             throw new IOException("replicator: could not write " + path + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** The shortest bound given to a commit PUT (a deadline about to pass still gets one try). */
+    private static final long MIN_CALL_NANOS = 200_000_000L;
+    /** How long an undecided commit is waited for at most, when the lease does not bound it. */
+    private static final long SETTLE_NANOS = 10_000_000_000L;
+
+    /**
+     * An undecided commit: the object is read until it holds something or the time runs out. Our
+     * bytes: the commit is ours. Another writer's, or none yet: a lost race, re-planned.
+     */
+    private static void settle(S3Client client, String bucket, String key, byte[] data, Path path, long version,
+                               long until, String why) throws IOException {
+        long end = Math.min(until, System.nanoTime() + SETTLE_NANOS);
+        long pause = 50_000_000L;
+        while (true) {
+            byte[] found = existing(client, bucket, key, end);
+            if (Arrays.equals(data, found)) {
+                written(path, version);
+                return;
+            }
+            if (found.length > 0) {
+                throw new CommitRacedException("replicator: commit raced: " + path
+                        + " was written by another writer first (" + why + ")");
+            }
+            long left = end - System.nanoTime();
+            if (left <= 0) {
+                throw new CommitRacedException("replicator: commit raced: " + path + " is undecided (" + why
+                        + "; not there yet): re-planned from the log, where a late landing is read or refused");
+            }
+            try {
+                Thread.sleep(Math.max(1L, Math.min(pause, left) / 1_000_000L));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("replicator: interrupted while " + path + " was undecided", e);
+            }
+            pause = Math.min(pause * 2, 1_000_000_000L);
         }
     }
 
@@ -117,8 +179,14 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         }
     }
 
-    private static byte[] existing(S3Client client, String bucket, String key) throws IOException {
-        try (InputStream in = client.getObject(GetObjectRequest.builder().bucket(bucket).key(key).build())) {
+    /** The object's bytes, empty when it is not there (or not readable by {@code until}). */
+    private static byte[] existing(S3Client client, String bucket, String key, long until) throws IOException {
+        GetObjectRequest.Builder get = GetObjectRequest.builder().bucket(bucket).key(key);
+        if (until != Long.MAX_VALUE) {
+            long left = Math.max(until - System.nanoTime(), MIN_CALL_NANOS);
+            get.overrideConfiguration(o -> o.apiCallTimeout(Duration.ofNanos(left)));
+        }
+        try (InputStream in = client.getObject(get.build())) {
             return in.readAllBytes();
         } catch (SdkException e) {
             return new byte[0];

@@ -43,6 +43,20 @@ public final class Fence {
         }
     }
 
+    /**
+     * How long a commit may still take, in nanoseconds: the time left before the deadline, or
+     * {@link Long#MAX_VALUE} when commits are not fenced. A commit's PUT is bounded by it, so it
+     * cannot land long after the lease's term through retries or a stalled connection.
+     */
+    public static long remainingNanos() {
+        synchronized (LOCK) {
+            if (!armed) {
+                return Long.MAX_VALUE;
+            }
+            return lost != null ? 0L : Math.max(0L, deadline - System.nanoTime());
+        }
+    }
+
     /** Throws {@link FencedException} unless a commit may be written now. */
     public static void check(String what) throws FencedException {
         synchronized (LOCK) {
