@@ -7,8 +7,9 @@ compares fencing tokens, not clocks: every file a holder writes carries the epoc
 (storage/lease.py; a JSON object's `epoch`, or the highest `epoch` of a JSON-lines file's
 records). Written by an older epoch, it was a stale holder's late PUT: this holder's write goes
 over it, conditional on the tag it just read (If-Match), so nothing newer can be replaced by it.
-Written by the same or a newer epoch, a later holder has the warehouse (or this holder's own
-write landed twice): it stops without writing more (LeaseLostError, exit 3). A stale holder's
+Written by the same or a newer epoch, a later holder has the warehouse: it stops without writing
+more (LeaseLostError, exit 3). The file holding exactly the bytes being written is this very
+write, landed by an attempt the client gave up on and retried: done. A stale holder's
 write after this holder's is refused by the store: its tag is outdated.
 """
 
@@ -76,6 +77,11 @@ class FencedWriter:
                 return
             self.refusals += 1
             current = self.io.read_versioned(path)
+            if current is not None and current.data == data:
+                # This very write landed (a timed-out attempt the client retried, which the store
+                # then refused): byte for byte ours, epoch and all. Nothing to write over.
+                self._etags[path] = current.etag
+                return
             theirs = file_epoch(current.data) if current is not None else 0
             if current is not None and theirs >= self.lease.epoch:
                 raise LeaseLostError(

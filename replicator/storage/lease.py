@@ -320,9 +320,12 @@ class Lease:
         if etag is None or lost is not None:
             return
         record = self._record(self.me.since)
+        data = record.to_json()
         started = time.monotonic()
         try:
-            new = self.io.replace(self.path, record.to_json(), etag)
+            new = self.io.replace(self.path, data, etag)
+            if new is None:
+                new = self._still_mine()
         except Exception as exc:  # unreachable store: keep the term we have, try again
             log.warning("could not renew the lease of %s (%s); retrying", self.what, exc,
                         extra={"lease": "renewal failed"})
@@ -340,6 +343,16 @@ class Lease:
             self.renewals += 1
             deadline = self._deadline
         self._tell(deadline)
+
+    def _still_mine(self) -> str | None:
+        """The lease file's tag when its record is still this holder's, same take (holder id and
+        epoch): a renewal whose answer was lost landed, and the client's retry was refused (the
+        tag had moved). None: someone else's, or released."""
+        current = self.io.read_versioned(self.path)
+        record = Holder.from_json(current.data) if current is not None else None
+        if current is None or record is None or record.released:
+            return None
+        return current.etag if (record.holder, record.epoch) == (self.me.holder, self.me.epoch) else None
 
     def is_lost(self) -> bool:
         """Lost, or past its monotonic deadline (without raising: for a failure's explanation)."""

@@ -156,3 +156,27 @@ def test_a_table_written_under_a_later_epoch_stops_the_run() -> None:
         edge.last_applied_ts("/t", read)
     edge.epoch = lambda: 0  # outside a locked run (tools, readers): no fencing
     assert edge.last_applied_ts("/t", read) == 10
+
+
+def test_a_write_that_landed_on_a_timed_out_attempt_is_this_holders_own(tmp_path: Path) -> None:
+    """A PUT that timed out may have landed; the client's retry is then refused (412: the tag
+    moved). The file holds this very write, byte for byte: done, not a newer holder (before, the
+    same epoch there stopped the run with exit 3)."""
+
+    class LandsThenRefuses(LocalFileIO):
+        def replace(self, path: str, data: bytes, etag: str) -> str | None:
+            super().replace(path, data, etag)  # the first attempt lands, its answer is lost
+            return None  # the retry is refused
+
+    path = str(tmp_path / "state.json")
+    holder = FencedWriter(LandsThenRefuses(), _Held(3))  # type: ignore[arg-type]
+    holder.write(path, json.dumps({"steps": 1, "epoch": 3}).encode())
+    holder.write(path, json.dumps({"steps": 2, "epoch": 3}).encode())
+    assert json.loads(Path(path).read_bytes())["steps"] == 2 and holder.refusals == 1
+    holder.io = LocalFileIO()
+    holder.write(path, json.dumps({"steps": 3, "epoch": 3}).encode())  # its tag is the landed write's
+    assert json.loads(Path(path).read_bytes())["steps"] == 3 and holder.refusals == 1
+    other = _writer(3)  # anything else under the same epoch still stops the writer
+    other.seen(path, None)
+    with pytest.raises(LeaseLostError, match="written under lease epoch 3, this run's is 3"):
+        other.write(path, json.dumps({"steps": 9, "epoch": 3}).encode())

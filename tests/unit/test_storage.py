@@ -139,6 +139,42 @@ def test_fencing_a_holder_whose_lease_was_taken_or_ran_out(tmp_path: Path) -> No
     paused.release()
 
 
+def test_a_renewal_that_landed_unanswered_keeps_the_lease(tmp_path: Path) -> None:
+    """A renewal PUT whose answer was lost may have landed; the client's retry is then refused
+    (the tag moved). The record there is still this holder's, same take: the lease is kept, not
+    lost to "another run" (before: exit 3 for nothing). A record of anyone else still loses it."""
+
+    class LandsThenRefuses(LocalFileIO):
+        lands = False
+
+        def replace(self, path: str, data: bytes, etag: str) -> str | None:
+            if not self.lands:
+                return super().replace(path, data, etag)
+            super().replace(path, data, etag)  # the first attempt lands, its answer is lost
+            return None  # the retry is refused
+
+    io, path = LandsThenRefuses(), str(tmp_path / "lease.json")
+    lease = Lease(io, path, seconds=6)
+    lease.acquire()
+    try:
+        io.lands = True
+        lease.renew()
+        io.lands = False
+        lease.check()
+        assert lease.renewals >= 1
+        lease.renew()  # the next renewal is conditional on the landed record's tag
+        lease.check()
+        current = io.read_versioned(path)
+        assert current is not None
+        io.write(path, Holder("taker", "another-host", 1, "", time.time(), time.time() + 60).to_json())
+        io.lands = True
+        lease.renew()
+        with pytest.raises(LeaseLostError, match="another replicator run took it over"):
+            lease.check()
+    finally:
+        lease.release()
+
+
 def test_warehouse_fence_is_a_no_op_for_readers(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh")
     wh.fence()
