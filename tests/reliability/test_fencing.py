@@ -31,7 +31,7 @@ from replicator.sim.simulate import SimConfig, Simulation
 from replicator.storage import fileio_for
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, tail, wait_for
+from tests.reliability.common import cli_env, kill_group, size, tail, wait_for
 from tests.s3_fixtures import S3Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(900)]
@@ -219,3 +219,79 @@ def _history(spark: Any, path: str) -> list[tuple[int, int | None]]:
         meta = json.loads(r.userMetadata) if r.userMetadata else {}
         out.append((int(r.version), (meta.get("replicator") or {}).get("applied_ts")))
     return out
+
+
+def test_a_state_write_stalled_in_the_network_never_replaces_newer_progress(s3_store: S3Server) -> None:
+    """Issue 50, item 7(b): a holder's `state.json` PUT is held in the network (a TCP proxy in front
+    of the store) while the holder's term runs out; a new holder takes the warehouse and writes its
+    progress; the held PUT is delivered at a random instant (before the taker reads, between its
+    read and its first write, between its writes, or after them). Every trial: the newest progress
+    is the taker's, never the stale write; a stale write delivered before the taker's first write
+    is written over (a refusal the taker resolves by epochs), one delivered after is refused and
+    its holder stops (LeaseLostError)."""
+    import random
+    import threading
+    from urllib.parse import urlparse
+
+    from replicator.storage import StorageOptions, configure
+    from tests.stallproxy import StallProxy
+
+    endpoint = urlparse(s3_store.endpoint)
+    proxy = StallProxy(endpoint.hostname or "127.0.0.1", endpoint.port or 80)
+    configure(StorageOptions(endpoint=proxy.url, region=s3_store.region))  # every request through it
+    rnd = random.Random(50)
+    outcomes: dict[str, int] = {}
+    try:
+        for trial in range(size(6, 30)):
+            url = s3_store.warehouse_url(f"stalled-state-{trial}")
+            a, a_ctx = _holder(url, 2.0)
+            state = a.load_state()
+            state.steps = 1
+            a.save_state(state)
+            _paused(a)
+            proxy.hold(rb"PUT /[^ ]*/_replicator/state\.json")
+            stale: dict[str, Any] = {}
+
+            def late_write(a: Warehouse = a, stale: dict[str, Any] = stale) -> None:
+                try:
+                    a.save_state(State(steps=7))
+                    stale["outcome"] = "landed"
+                except LeaseLostError:
+                    stale["outcome"] = "refused"
+
+            writer = threading.Thread(target=late_write)
+            writer.start()
+            wait_for("the stale holder's state.json PUT to be held", proxy.held.is_set, 30)
+            proxy.stop_holding()
+            release_at = rnd.choice(["before the take", "after the read", "between writes", "after the writes"])
+            if release_at == "before the take":
+                proxy.release()
+            b = Warehouse(url, lease_seconds=6)
+            with b.locked(wait=True, timeout=30):
+                state_b = b.load_state()
+                if release_at == "after the read":
+                    proxy.release()
+                    writer.join(30)
+                state_b.steps = 2
+                b.save_state(state_b)
+                if release_at == "between writes":
+                    proxy.release()
+                    writer.join(30)
+                state_b.steps = 3
+                b.save_state(state_b)
+                if release_at == "after the writes":
+                    proxy.release()
+                writer.join(30)
+                assert not writer.is_alive(), "the held write was answered"
+                assert b.lease is not None
+                final = json.loads(b.io.read(b.state_path.path) or b"{}")
+                assert (final["steps"], final["epoch"]) == (3, b.lease.epoch), f"trial {trial} ({release_at})"
+                if release_at in ("between writes", "after the writes"):
+                    assert stale["outcome"] == "refused", f"trial {trial} ({release_at}): landed over the taker's"
+            outcomes[f"{release_at}: {stale['outcome']}"] = outcomes.get(f"{release_at}: {stale['outcome']}", 0) + 1
+            a.lease = None
+            a_ctx.__exit__(None, None, None)
+    finally:
+        proxy.close()
+        configure(StorageOptions(endpoint=s3_store.endpoint, region=s3_store.region))
+    print(f"\nstalled state.json trials: {outcomes}")
