@@ -26,7 +26,8 @@ from collections import Counter
 ENV = "REPLICATOR_FAULT"
 ACTION_ENV = "REPLICATOR_FAULT_ACTION"
 POINTS = ("after_merge", "after_append", "between_tables", "tables_in_flight", "mid_merge", "before_progress",
-          "after_progress", "mid_ddl", "after_dead_letters", "mid_compaction", "after_compaction")
+          "after_progress", "mid_ddl", "after_dead_letters", "mid_compaction", "after_compaction",
+          "before_commit_put")
 """after_merge: a table's write (MERGE or append) committed; after_append: a table's append of
 fresh inserts committed (its step's progress not); between_tables: ... and another table of the same step
 follows; tables_in_flight: a table's MERGE committed while another table's MERGE of the same step
@@ -34,7 +35,10 @@ is still running (--apply-parallelism above 1); mid_merge: during a MERGE; befor
 step's Delta writes done, state.json not yet replaced; after_progress: state.json replaced,
 consumer-group offsets not yet committed; mid_ddl: after one Delta statement of a DDL;
 after_dead_letters: dead letters written, progress not yet; mid_compaction: during a follower's
-OPTIMIZE between steps (with SECONDS, as mid_merge); after_compaction: that OPTIMIZE committed."""
+OPTIMIZE between steps (with SECONDS, as mid_merge); after_compaction: that OPTIMIZE committed;
+before_commit_put: in the driver JVM (delta/java/s3commit `Faults`, s3a:// only), right before
+the PUT of a Delta commit file whose fence and pin checks passed: where a paused holder's late
+commit comes from."""
 
 
 class _Faults:

@@ -153,8 +153,12 @@ def test_two_processes_writing_the_same_commit_versions_never_both_win(s3_store:
 
 
 @pytest.mark.soak  # two JVM starts, a lease term and a pause on the store: `make soak` (its twins above run in CI)
+@pytest.mark.parametrize("fault", ["mid_merge:3:0.2", "before_commit_put:8"])
 def test_a_holder_stopped_mid_merge_is_taken_over_and_commits_nothing_more(
-        s3_store: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+        s3_store: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path, fault: str) -> None:
+    """Stopped during a MERGE, or (issue 50, item 7c) in the driver JVM right before a commit PUT
+    whose fence and pin checks passed: the resumed PUT is refused by the store (the taker wrote
+    that version) and the holder stops; nothing it writes lands after the taker's."""
     sim = Simulation(SimConfig(protocol="craft", seed=91, events=160, partitions=2, tables=3, ddl="auto"))
     topic = new_topic(kafka_bootstrap, 2, prefix="fenced")
     produce(kafka_bootstrap, topic, list(sim.messages()))
@@ -169,13 +173,13 @@ def test_a_holder_stopped_mid_merge_is_taken_over_and_commits_nothing_more(
                                     env=cli_env(**s3_store.env(), **(env or {})))
 
     holder = run(log_a, "--max-buffer-rows", "40",
-                 env={"REPLICATOR_FAULT": "mid_merge:3:0.2", "REPLICATOR_FAULT_ACTION": "stop"})
+                 env={"REPLICATOR_FAULT": fault, "REPLICATOR_FAULT_ACTION": "stop"})
     try:
         def stopped() -> bool:
             stat = Path(f"/proc/{holder.pid}/stat").read_text() if holder.poll() is None else ""
             return holder.poll() is not None or stat.rsplit(")", 1)[-1].split()[:1] == ["T"]
 
-        wait_for("the holder to stop itself mid-MERGE", stopped, timeout=300)
+        wait_for(f"the holder to stop itself ({fault})", stopped, timeout=300)
         assert holder.poll() is None, tail(log_a)
         taker = run(log_b, "--wait")
         assert taker.wait(timeout=600) == 0, tail(log_b)

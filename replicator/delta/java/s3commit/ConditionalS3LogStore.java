@@ -72,6 +72,7 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         long version = commitVersion(path);
         if (version >= 0) {
             Pin.check(path.getParent().toUri(), version);
+            Faults.point("before_commit_put");
         }
         if (!(fs instanceof S3AFileSystem)) {
             throw new IOException("replicator: " + path + " is not on S3A (" + fs.getClass().getName()
