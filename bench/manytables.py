@@ -193,7 +193,8 @@ def _floor(spark: SparkSession, sample: list[tuple[Any, Any]], scratch: Path, th
     from replicator.delta.features import DEFAULT_PROFILE, create_properties
     from replicator.delta.merge import LOG_PROPERTIES, column_ddl, delta_ref
     from replicator.delta.spark import APPLY_POOL
-    from replicator.delta.typemap import quote_ident, quote_string
+    from replicator.delta.typemap import quote_string
+    from replicator.mysql.tokens import quote_ident
 
     profile = os.environ.get("REPLICATOR_TABLE_FEATURES", DEFAULT_PROFILE)
     local = threading.local()

@@ -84,7 +84,8 @@ class PeerJob:
     # -- tables -----------------------------------------------------------------------------------
     def _create(self, spec: TableSpec) -> _Table:
         from replicator.delta.features import DEFAULT_PROFILE, create_properties
-        from replicator.delta.typemap import quote_ident, quote_string
+        from replicator.delta.typemap import quote_string
+        from replicator.mysql.tokens import quote_ident
 
         key = (spec.schema, spec.table)
         if key in self.tables:
@@ -178,7 +179,8 @@ class PeerJob:
         import pyarrow as pa
 
         from replicator.delta.merge import arrow_type
-        from replicator.delta.typemap import converter_for, quote_ident
+        from replicator.delta.typemap import converter_for
+        from replicator.mysql.tokens import quote_ident
 
         spec = table.spec
         arrays: dict[str, pa.Array] = {}

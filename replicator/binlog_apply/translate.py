@@ -30,9 +30,10 @@ from replicator.binlog_apply.model import (
 )
 from replicator.delta.binlog_state import ColumnInfo, TableInfo
 from replicator.delta.merge import column_ddl
-from replicator.delta.typemap import column_from_def, quote_ident, quote_string, spec_from_create
+from replicator.delta.typemap import column_from_def, quote_string, spec_from_create
 from replicator.delta.warehouse import safe_segment
 from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
+from replicator.mysql.tokens import quote_ident
 
 # Column mapping: this applier's DROP COLUMN needs it (it does not rewrite tables). No change data
 # feed: with column mapping, Delta's CDF path rejects an UPDATE on a column whose name holds a

@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from replicator.delta.typemap import quote_ident
 from replicator.delta.warehouse import read_state_file
 from replicator.errors import StateError
+from replicator.mysql.tokens import quote_ident
 from replicator.storage import Location, as_location
 
 STATE_FORMAT = 1

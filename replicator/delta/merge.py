@@ -50,8 +50,9 @@ from replicator.delta.edge import DeltaEdge, is_commit_raced, one_file
 from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
-from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_ident, quote_string
+from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_string
 from replicator.errors import SchemaError, StateError
+from replicator.mysql.tokens import quote_ident
 from replicator.storage import fileio_for
 
 log = logging.getLogger("replicator")

@@ -25,11 +25,6 @@ from replicator.events import Column, Flag, RowChange, TypeCode
 T = exp.DataType.Type
 
 
-def quote_ident(name: str) -> str:
-    """Backtick-quote one identifier for Spark SQL (backticks doubled): upstream names are untrusted."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def quote_string(text: str) -> str:
     """A Spark SQL string literal (single quotes; backslashes and quotes escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

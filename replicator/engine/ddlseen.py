@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from replicator.delta.ddlparse.statements import parse_renames
-from replicator.delta.typemap import quote_ident
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent
+from replicator.mysql.statements import parse_renames
+from replicator.mysql.tokens import quote_ident
 from replicator.shards import Rename
 
 SEEN_DDLS = 10_000

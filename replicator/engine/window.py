@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from replicator.delta.ddlparse.statements import parse_renames
 from replicator.engine.rows import Rows, count_on_driver
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent, Event, Resolved, RowChange
+from replicator.mysql.statements import parse_renames
 from replicator.progress import TP, Cursor, Progress
 from replicator.tables import EVERYTHING, DdlScope, TableName
 

@@ -158,7 +158,7 @@ def spark_value_to_json(value: Any, spark_type: str) -> Any:
 def read_delta_table(spark: SparkSession, path: str | Path, key: Sequence[str], *,
                      version: int | None = None) -> ActualTable:
     """One Delta table (any writer's) as an `ActualTable` keyed by ``key`` (at a Delta `version`)."""
-    from replicator.delta.typemap import quote_ident
+    from replicator.mysql.tokens import quote_ident
 
     reader = spark.read.format("delta")
     df = (reader.option("versionAsOf", version) if version is not None else reader).load(str(path))

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from replicator.codec import Message
-from replicator.delta.ddlparse.statements import parse_renames
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent, Event, Resolved, RowChange
+from replicator.mysql.statements import parse_renames
 from replicator.sim.stream import SimMessage, Simulation
 
 

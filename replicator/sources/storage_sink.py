@@ -56,9 +56,9 @@ from replicator.codec.storage_sink.layout import (
 )
 from replicator.codec.storage_sink.schema import SchemaFile
 from replicator.codec.values import DecodeOptions
-from replicator.ddl_classify import classify_ddl
 from replicator.errors import ConfigError, DecodeError, StorageError
 from replicator.events import TP, DdlCode, DdlEvent, Event, Position, Record, Resolved, RowChange
+from replicator.mysql.classify import classify_ddl
 from replicator.sources.storage_listing import DataStream, MetaStream, SinkListing
 from replicator.storage.fileio import FileIO, normalise_root
 from replicator.storage.stores import fileio_for

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from replicator.delta.typemap import quote_ident as q
+from replicator.mysql.tokens import quote_ident as q
 
 
 class CommitDuringScan:

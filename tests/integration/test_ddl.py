@@ -22,10 +22,11 @@ from replicator.changes import Change
 from replicator.cli import main as cli_main
 from replicator.delta.ddl import TMP_PREFIX, DdlApplier, DdlOutcome
 from replicator.delta.merge import DeltaApplier, delta_ref
-from replicator.delta.typemap import quote_ident, quote_string
+from replicator.delta.typemap import quote_string
 from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, tso_to_datetime
+from replicator.mysql.tokens import quote_ident
 
 pytestmark = pytest.mark.integration
 

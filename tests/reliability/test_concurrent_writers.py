@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from replicator.delta.merge import DeltaApplier, is_conflict
-from replicator.delta.typemap import quote_ident
 from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions
+from replicator.mysql.tokens import quote_ident
 from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.concurrency import CommitDuringScan
 from tests.integration.helpers import produce_stream

@@ -9,7 +9,6 @@ from typing import Any, cast
 
 import pytest
 
-from replicator.delta import ddlparse as dp
 from replicator.delta.ddl import (
     DDL_NAMES,
     DDL_TYPES,
@@ -19,10 +18,16 @@ from replicator.delta.ddl import (
     doc_region,
     render_ddl_markdown,
 )
+from replicator.delta.ddl.defaults import backfill_literal, delta_default
+from replicator.delta.ddl.partitions import partition_predicate
+from replicator.delta.ddl.widening import can_widen, cast_expr
 from replicator.delta.typemap import ColumnSpec, TableSpec
 from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import DdlError
 from replicator.events import Column, DdlEvent, Flag, Op, Position, RowChange
+from replicator.mysql.partitions import PartitionOp, parse_partition_op, parse_partitioning, split_partition_clause
+from replicator.mysql.statements import RecoverStmt, parse_add_column_list, parse_recover, parse_rename_tables
+from replicator.mysql.tokens import sanitize
 
 DDL_DOC = Path(__file__).resolve().parents[2] / "docs" / "ddl.md"
 
@@ -191,18 +196,18 @@ def test_primary_key_add_drop_and_adoption_from_row_flags(tmp_path: Path) -> Non
 
 def test_add_partition_is_catalog_only(tmp_path: Path) -> None:
     a = applier(tmp_path)
-    pdef = dp.parse_partitioning("PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10))").render()
+    pdef = parse_partitioning("PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10))").render()
     state = State(tables={"u1": entry("db", "t", [INT], ("id",), partition_def=pdef)})
     a.apply(state, ddl(19, "ALTER TABLE t ADD PARTITION (PARTITION p1 VALUES LESS THAN (20), "
                            "PARTITION p2 VALUES LESS THAN MAXVALUE)"))
-    part = dp.parse_partitioning(state.tables["u1"].table_spec.partition_def or "")
+    part = parse_partitioning(state.tables["u1"].table_spec.partition_def or "")
     assert [p.name for p in part.partitions] == ["p0", "p1", "p2"]
     assert a.apply(state, ddl(19, "ALTER TABLE t ADD PARTITION (PARTITION p1 VALUES LESS THAN (20))")).action \
         == "no-op"
-    hashed = dp.parse_partitioning("PARTITION BY HASH(id) PARTITIONS 2").render()
+    hashed = parse_partitioning("PARTITION BY HASH(id) PARTITIONS 2").render()
     state.tables["u2"] = entry("db", "h", [INT], ("id",), "u2", hashed)
     a.apply(state, ddl(19, "ALTER TABLE h ADD PARTITION PARTITIONS 2"))
-    part = dp.parse_partitioning(state.tables["u2"].table_spec.partition_def or "")
+    part = parse_partitioning(state.tables["u2"].table_spec.partition_def or "")
     assert [p.name for p in part.partitions] == ["p0", "p1", "p2", "p3"]
 
 
@@ -225,8 +230,8 @@ def test_ddl_on_table_outside_the_catalog_is_a_recorded_no_op(tmp_path: Path) ->
     "COMMENT 'x', PARTITION p1 VALUES LESS THAN MAXVALUE)",
 ])
 def test_partitioning_round_trips_through_its_canonical_text(clause: str) -> None:
-    part = dp.parse_partitioning(clause)
-    assert dp.parse_partitioning(part.render()) == part
+    part = parse_partitioning(clause)
+    assert parse_partitioning(part.render()) == part
 
 
 @pytest.mark.parametrize("clause", [
@@ -237,36 +242,36 @@ def test_partitioning_round_trips_through_its_canonical_text(clause: str) -> Non
 ])
 def test_unsupported_partitionings_are_refused(clause: str) -> None:
     with pytest.raises(DdlError, match="unsupported partition expression"):
-        dp.parse_partitioning(clause)
+        parse_partitioning(clause)
 
 
 def test_create_table_partition_clause_split() -> None:
-    head, clause = dp.split_partition_clause(
+    head, clause = split_partition_clause(
         "CREATE TABLE t (a int, `partition by` int, c varchar(9) default 'PARTITION BY') "
         "PARTITION BY HASH(a) PARTITIONS 2;")
     assert head.endswith("default 'PARTITION BY')") and clause == "PARTITION BY HASH(a) PARTITIONS 2"
-    assert dp.split_partition_clause("CREATE TABLE t (a int)") == ("CREATE TABLE t (a int)", None)
+    assert split_partition_clause("CREATE TABLE t (a int)") == ("CREATE TABLE t (a int)", None)
 
 
 def test_sanitize_drops_tidb_only_words_outside_strings_and_comments() -> None:
-    out = dp.sanitize("CREATE TABLE t (a bigint PRIMARY KEY /*T![clustered_index] CLUSTERED */ NONCLUSTERED, "
+    out = sanitize("CREATE TABLE t (a bigint PRIMARY KEY /*T![clustered_index] CLUSTERED */ NONCLUSTERED, "
                       "b bigint AUTO_RANDOM(3), c varchar(12) default 'NONCLUSTERED')")
     assert "/*T![clustered_index] CLUSTERED */" in out and "'NONCLUSTERED'" in out
     assert ") NONCLUSTERED" not in out and "AUTO_RANDOM" not in out
 
 
 def test_statement_parsers() -> None:
-    assert dp.parse_rename_tables("RENAME TABLE a TO b, db.c TO `d``x`;") == [
+    assert parse_rename_tables("RENAME TABLE a TO b, db.c TO `d``x`;") == [
         ((None, "a"), (None, "b")), (("db", "c"), (None, "d`x"))]
-    assert dp.parse_rename_tables("ALTER TABLE a RENAME b") is None
-    assert dp.parse_recover("RECOVER TABLE db.t 3") == dp.RecoverStmt("db", "t")
-    ops = [dp.parse_partition_op(q) for q in (
+    assert parse_rename_tables("ALTER TABLE a RENAME b") is None
+    assert parse_recover("RECOVER TABLE db.t 3") == RecoverStmt("db", "t")
+    ops = [parse_partition_op(q) for q in (
         "ALTER TABLE db.t DROP PARTITION IF EXISTS p0, `p 1`", "alter table t truncate partition all",
         "ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES IN (9))", "ALTER TABLE t ADD COLUMN c int")]
-    assert ops[0] == dp.PartitionOp("db", "t", "drop", ("p0", "p 1"), if_exists=True)
-    assert ops[1] == dp.PartitionOp(None, "t", "truncate", all=True)
+    assert ops[0] == PartitionOp("db", "t", "drop", ("p0", "p 1"), if_exists=True)
+    assert ops[1] == PartitionOp(None, "t", "truncate", all=True)
     assert ops[2] is not None and ops[2].defs[0].name == "p9" and ops[3] is None
-    listed = dp.parse_add_column_list("ALTER TABLE t ADD COLUMN IF NOT EXISTS (a int default 1, b text comment ')')")
+    listed = parse_add_column_list("ALTER TABLE t ADD COLUMN IF NOT EXISTS (a int default 1, b text comment ')')")
     assert listed == ((None, "t"), "a int default 1, b text comment ')'", True)
 
 
@@ -288,28 +293,28 @@ def _eval(pred: str, row: dict[str, Any]) -> bool:
 
 def test_range_and_list_predicates_select_exactly_one_partition() -> None:
     cols = [ColumnSpec("a", "INT", "INT")]
-    rng = dp.parse_partitioning("PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10), "
+    rng = parse_partitioning("PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (10), "
                                 "PARTITION p1 VALUES LESS THAN (20), PARTITION p2 VALUES LESS THAN MAXVALUE)")
     for a, want in [(None, "p0"), (-5, "p0"), (9, "p0"), (10, "p1"), (19, "p1"), (20, "p2"), (10**9, "p2")]:
-        got = [p.name for p in rng.partitions if _eval(dp.partition_predicate(rng, [p.name], cols), {"a": a})]
+        got = [p.name for p in rng.partitions if _eval(partition_predicate(rng, [p.name], cols), {"a": a})]
         assert got == [want], (a, got)
-    lst = dp.parse_partitioning("PARTITION BY LIST (a) (PARTITION p0 VALUES IN (1, 2), "
+    lst = parse_partitioning("PARTITION BY LIST (a) (PARTITION p0 VALUES IN (1, 2), "
                                 "PARTITION p1 VALUES IN (3, NULL), PARTITION pd DEFAULT)")
     for a, want in [(1, "p0"), (2, "p0"), (3, "p1"), (None, "p1"), (4, "pd")]:
-        got = [p.name for p in lst.partitions if _eval(dp.partition_predicate(lst, [p.name], cols), {"a": a})]
+        got = [p.name for p in lst.partitions if _eval(partition_predicate(lst, [p.name], cols), {"a": a})]
         assert got == [want], (a, got)
 
 
 def test_hash_and_key_predicates_follow_tidb_placement() -> None:
     cols = [ColumnSpec("a", "BIGINT", "BIGINT")]
-    hsh = dp.partition_predicate(dp.parse_partitioning("PARTITION BY HASH (a) PARTITIONS 4"), ["p3"], cols)
+    hsh = partition_predicate(parse_partitioning("PARTITION BY HASH (a) PARTITIONS 4"), ["p3"], cols)
     assert hsh == "(abs(coalesce(`a`, 0) % 4) = 3)"
-    key = dp.partition_predicate(dp.parse_partitioning("PARTITION BY KEY (a) PARTITIONS 5"), ["p2"], cols)
+    key = partition_predicate(parse_partitioning("PARTITION BY KEY (a) PARTITIONS 5"), ["p2"], cols)
     assert key == "((crc32(concat(coalesce(CAST(CAST(`a` AS STRING) AS BINARY), X'00'))) % 5) = 2)"
     # TiDB: crc32.ChecksumIEEE(value text) % n; zlib.crc32 is the same IEEE polynomial.
     assert zlib.crc32(b"5") == 2226203566
     with pytest.raises(DdlError, match="only integer columns"):
-        dp.partition_predicate(dp.parse_partitioning("PARTITION BY KEY (s) PARTITIONS 2"), ["p0"],
+        partition_predicate(parse_partitioning("PARTITION BY KEY (s) PARTITIONS 2"), ["p0"],
                                [ColumnSpec("s", "STRING", "VARCHAR(5)")])
 
 
@@ -337,14 +342,14 @@ NOW = dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
     (ColumnSpec("c", "DECIMAL(5,2)", "DECIMAL(5, 2)", default="-1.5"), "CAST('-1.5' AS DECIMAL(5,2))"),
 ])
 def test_backfill_literal(col: ColumnSpec, want: str | None) -> None:
-    assert dp.backfill_literal(col, NOW) == want
+    assert backfill_literal(col, NOW) == want
 
 
 def test_per_row_expression_default_cannot_be_backfilled() -> None:
     with pytest.raises(DdlError, match="cannot be reproduced"):
-        dp.backfill_literal(ColumnSpec("c", "STRING", "VARCHAR(36)", default="(UUID())"), NOW)
-    assert dp.delta_default(ColumnSpec("c", "STRING", "VARCHAR(36)", default="(UUID())")) is None
-    assert dp.delta_default(ColumnSpec("c", "TIMESTAMP_NTZ", "DATETIME", default="CURRENT_TIMESTAMP")) \
+        backfill_literal(ColumnSpec("c", "STRING", "VARCHAR(36)", default="(UUID())"), NOW)
+    assert delta_default(ColumnSpec("c", "STRING", "VARCHAR(36)", default="(UUID())")) is None
+    assert delta_default(ColumnSpec("c", "TIMESTAMP_NTZ", "DATETIME", default="CURRENT_TIMESTAMP")) \
         == "localtimestamp()"
 
 
@@ -355,9 +360,9 @@ def test_per_row_expression_default_cannot_be_backfilled() -> None:
     ("BIGINT", "INT", False), ("INT", "STRING", False), ("DATE", "TIMESTAMP_NTZ", True),
 ])
 def test_type_widening_rules(old: str, new: str, widen: bool) -> None:
-    assert dp.can_widen(old, new) is widen
+    assert can_widen(old, new) is widen
 
 
 def test_cast_rounds_fractional_to_integral() -> None:
-    assert dp.cast_expr("c", "DECIMAL(5,2)", "INT") == "CAST(round(`c`) AS INT)"
-    assert dp.cast_expr("c`x", "INT", "STRING") == "CAST(`c``x` AS STRING)"
+    assert cast_expr("c", "DECIMAL(5,2)", "INT") == "CAST(round(`c`) AS INT)"
+    assert cast_expr("c`x", "INT", "STRING") == "CAST(`c``x` AS STRING)"

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replicator.ddl_classify import CANAL_EVENT_TYPES, canal_event_type, classify_ddl
 from replicator.delta.ddl.rules import DDL_TYPES
 from replicator.errors import DecodeError
+from replicator.mysql.classify import CANAL_EVENT_TYPES, canal_event_type, classify_ddl
+from replicator.mysql.tokens import tokenize
 
 # code -> statements TiDB gives that code (several spellings each).
 STATEMENTS: dict[int, list[str]] = {
@@ -118,3 +119,15 @@ def test_any_text_gives_a_code_or_a_decode_error(query: str) -> None:
     except DecodeError:
         return
     assert code in DDL_TYPES
+
+
+def test_the_one_tokenizer_reads_executable_comments_only_when_asked() -> None:
+    """Classification reads what the server runs (`/*! .. */`, `/*T![..] .. */`); the other DDL
+    readers share the same tokenizer and see those comments dropped, as before."""
+    query = "ALTER TABLE t /*T![ttl] TTL = `c` */ /*!50100 COMMENT = 'x' */ -- done"
+    assert [t.text for t in tokenize(query)] == ["ALTER", "TABLE", "t"]
+    assert [t.text for t in tokenize(query, executable=True)] == [
+        "ALTER", "TABLE", "t", "TTL", "=", "c", "COMMENT", "=", "x"]
+    assert classify_ddl("/*!40000 ALTER TABLE t COMMENT = 'x' */") == 17
+    with pytest.raises(DecodeError, match=r"cannot be read: unterminated string"):
+        classify_ddl("ALTER TABLE t COMMENT = 'x")

@@ -7,7 +7,7 @@ One JSON object per Kafka message, no key (tiflow `pkg/sink/codec/canal`):
   handle-key columns (`delete-only-output-handle-key-columns`). `_tidb.commitTs` is the commit ts.
 - WATERMARK: `type` TIDB_WATERMARK, `_tidb.watermarkTs` -> `Resolved`.
 - DDL: `isDdl` true, `sql` the statement. canal-json carries no TiDB DDL type code: the statement is
-  classified into the same 36-code table (`replicator.ddl_classify`) and checked against canal's
+  classified into the same 36-code table (`replicator.mysql.classify`) and checked against canal's
   `type`; unclassifiable DDL is a `DecodeError`. TiCDC sends DDL to partition 0 only (the other
   protocols broadcast it): the codec says so (`broadcasts_ddl`), and the simulator follows.
 - Large messages (codec/large.py): with `DecodeOptions.compression` every value is decompressed

@@ -32,9 +32,9 @@ from replicator.codec.fastbuild import COLUMN_CLS, ColumnTwin, new_object
 from replicator.codec.jsontext import json_kind, load_object, str_field, uint64_field
 from replicator.codec.large import decompress_value
 from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
-from replicator.ddl_classify import CANAL_EVENT_TYPES, classify_ddl, is_alter_table
 from replicator.errors import DecodeError
 from replicator.events import Column, DdlEvent, Event, Flag, Op, Position, Resolved, RowChange, TypeCode, Value
+from replicator.mysql.classify import CANAL_EVENT_TYPES, classify_ddl, is_alter_table
 
 __all__ = ["NO_EXTENSION", "decode"]
 

@@ -23,8 +23,8 @@ from replicator.codec.canal_json.common import (
 from replicator.codec.large import ClaimCheckWriter, compress, one_message_value
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.open_protocol.golang import _digits, _json_string, _layout, go_float_text
-from replicator.ddl_classify import canal_event_type
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.mysql.classify import canal_event_type
 
 __all__ = ["encode_ddl", "encode_resolved", "encode_row", "encode_rows"]
 

@@ -7,7 +7,7 @@ ticdc/ticdc-simple-protocol.md), every message with `version` 1 and a `type`:
   cached per run by (database, table, `version`) in `DecodeOptions.state` (`codec.state.CodecState`).
 - DDL (CREATE, RENAME, CINDEX, DINDEX, ERASE, TRUNCATE, ALTER, QUERY): `sql`, `commitTs`, and the
   schemas after / before it (`tableSchema`, `preTableSchema`), which are cached too. The statement
-  is classified into TiDB's 36 DDL codes (`replicator.ddl_classify`), as for canal-json. TiCDC
+  is classified into TiDB's 36 DDL codes (`replicator.mysql.classify`), as for canal-json. TiCDC
   broadcasts Simple's DDL to every partition.
 - WATERMARK: `commitTs` -> `Resolved`.
 - INSERT (`data`), UPDATE (`data` and the full old row `old`), DELETE (`old`): typed by the cached

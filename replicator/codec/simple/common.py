@@ -22,7 +22,7 @@ DML_TYPES: Final = ("INSERT", "UPDATE", "DELETE")
 DDL_TYPES: Final = ("CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY")
 UINT64_LIMIT: Final = 1 << 64
 
-# TiDB action type code (replicator.ddl_classify's 36 codes) -> Simple's DDL message type
+# TiDB action type code (replicator.mysql.classify's 36 codes) -> Simple's DDL message type
 # (tiflow simple/message.go `getDDLType`); every other code is QUERY.
 SIMPLE_DDL_TYPES: Final[dict[int, str]] = {
     3: "CREATE", 14: "RENAME", 7: "CINDEX", 9: "CINDEX", 32: "CINDEX", 8: "DINDEX", 10: "DINDEX", 33: "DINDEX",

@@ -33,9 +33,9 @@ from replicator.codec.simple.common import (
 )
 from replicator.codec.state import CodecState
 from replicator.codec.values import DEFAULT_DECODE_OPTIONS, DecodeOptions
-from replicator.ddl_classify import classify_ddl
 from replicator.errors import DecodeError
 from replicator.events import Column, DdlEvent, Event, Op, Position, Resolved, RowChange, TypeCode, Value
+from replicator.mysql.classify import classify_ddl
 
 __all__ = ["SchemaNotArrivedError", "decode", "restore_schemas"]
 

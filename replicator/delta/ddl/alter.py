@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from replicator.delta import ddlparse as dp
 from replicator.delta import features, schemachange
 from replicator.delta.ddl.base import (
     TMP_PREFIX,
@@ -20,22 +19,19 @@ from replicator.delta.ddl.base import (
     _target,
     _unknown,
 )
+from replicator.delta.ddl.defaults import backfill_literal, delta_default
 from replicator.delta.ddl.tables import _rename_pairs
+from replicator.delta.ddl.widening import can_widen, cast_expr, norm_type
 from replicator.delta.edge import as_storage_error
 from replicator.delta.merge import column_ddl, delta_ref, is_conflict
 from replicator.delta.rowcount import Inexact, live_bytes
-from replicator.delta.typemap import (
-    ColumnSpec,
-    TableSpec,
-    column_from_def,
-    parse_sql,
-    quote_ident,
-    quote_string,
-)
+from replicator.delta.typemap import ColumnSpec, TableSpec, column_from_def, parse_sql, quote_string
 from replicator.delta.warehouse import State, TableEntry
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, tso_to_datetime
 from replicator.faults import fault_point
+from replicator.mysql.statements import parse_add_column_list
+from replicator.mysql.tokens import quote_ident, sanitize
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField
@@ -143,8 +139,8 @@ class _Alter:
 
 def _alter_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Every ALTER TABLE action in statement order (codes 5, 6, 12, 15, 17, 32, 33 share it)."""
-    query = dp.sanitize(ddl.query)
-    listed = dp.parse_add_column_list(query)
+    query = sanitize(ddl.query)
+    listed = parse_add_column_list(query)
     options: list[exp.Expression] = []
     if listed is not None:
         (schema_name, table_name), defs_text, if_not_exists = listed
@@ -264,7 +260,7 @@ def _add_columns(alt: _Alter, defs: Sequence[exp.ColumnDef]) -> None:
             if d.args.get("exists"):
                 continue
             raise DdlError(f"column {col.name!r} already exists")
-        new.append((replace(col, nullable=True), dp.backfill_literal(col, when)))
+        new.append((replace(col, nullable=True), backfill_literal(col, when)))
         if pk:
             key = [col.name]
     if not new:
@@ -351,10 +347,10 @@ def _modify_column(alt: _Alter, action: exp.ModifyColumn) -> None:
     delta_type = field.dataType.simpleString()
     target = new.spark_type
     nullable = field.nullable
-    if dp.norm_type(delta_type) == dp.norm_type(target):
-        what = ("same Delta type" if dp.norm_type(old.spark_type) == dp.norm_type(target)
+    if norm_type(delta_type) == norm_type(target):
+        what = ("same Delta type" if norm_type(old.spark_type) == norm_type(target)
                 else "Delta type already changed")
-    elif dp.can_widen(delta_type, target):
+    elif can_widen(delta_type, target):
         alt.applier.ensure_types(alt.path, [target])
         if alt.in_place("typeWidening", f"widening {delta_type} -> {target}"):
             alt.applier.sql(f"ALTER TABLE {alt.ref} ALTER COLUMN {quote_ident(new.name)} TYPE {target}")
@@ -403,7 +399,7 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
         # (dropping a temp column an interrupted rewrite of an older build left behind).
         alt.applier.ensure_types(alt.path, [new.spark_type])
         _rewrite_table(alt, f"retype {name} to {new.spark_type}",
-                       cast={name: dp.cast_expr(name, delta_type, new.spark_type)},
+                       cast={name: cast_expr(name, delta_type, new.spark_type)},
                        drop=[tmp] if _field(fields, tmp) is not None else [],
                        failure=f"values of column {name!r} do not convert from {delta_type} to {new.spark_type}")
         retyped = _field(alt.applier.fields(alt.path), name)
@@ -417,7 +413,7 @@ def _rewrite_column(alt: _Alter, new: ColumnSpec, delta_type: str) -> None:
     if _field(fields, name) is not None:
         try:
             alt.applier.sql(f"UPDATE {alt.ref} SET {quote_ident(tmp)} = "
-                            f"{dp.cast_expr(name, delta_type, new.spark_type)}")
+                            f"{cast_expr(name, delta_type, new.spark_type)}")
         except Exception as exc:  # Spark's AnalysisException / SparkException (ANSI cast errors)
             if is_conflict(exc):
                 raise  # a concurrent writer: retryable, not a property of the data
@@ -511,7 +507,7 @@ def _alter_column(alt: _Alter, action: exp.AlterColumn) -> None:
 def _sync_delta_default(alt: _Alter, col: ColumnSpec, field: StructField) -> None:
     """Make the Delta column default mirror the upstream one (feature allowColumnDefaults)."""
     current = field.metadata.get("CURRENT_DEFAULT")
-    wanted = dp.delta_default(col)
+    wanted = delta_default(col)
     ref, name = alt.ref, quote_ident(col.name)
     if col.default is None or wanted is None:
         if current is not None:

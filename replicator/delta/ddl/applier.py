@@ -3,7 +3,7 @@
 One declarative table (`DDL_TYPES`) maps every TiDB DDL type code (1-36) to its name and to a
 Delta operation, or to an explicit "no-op: reason" / "unsupported: reason"; the DDL table
 of docs/ddl.md is rendered from it (`render_ddl_markdown`). The query is parsed with sqlglot (MySQL
-dialect), and with small hand-parsers (`replicator.delta.ddlparse`) for what sqlglot cannot read;
+dialect), and with small hand-parsers (`replicator.mysql`) for what sqlglot cannot read;
 upstream SQL text is never executed. Every identifier in generated Spark SQL is backtick-quoted.
 
 Idempotence: the engine applies a DDL once (ledger), but a crash between a DDL's Delta commit

@@ -9,8 +9,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from replicator.delta import ddlparse as dp
 from replicator.delta import features
+from replicator.delta.ddl.widening import norm_type
 from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import quote_string
 from replicator.delta.warehouse import Warehouse
@@ -88,5 +88,5 @@ class DdlOps:
 
     def ensure_types(self, path: str, types: Iterable[str]) -> None:
         """TIMESTAMP_NTZ columns added after CREATE need the `timestampNtz` feature first."""
-        if any(dp.norm_type(t) == "TIMESTAMP_NTZ" for t in types):
+        if any(norm_type(t) == "TIMESTAMP_NTZ" for t in types):
             self.ensure_feature(path, "timestampNtz")

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from replicator.delta import ddlparse as dp
 from replicator.delta.ddl.rules import DDL_TYPES
 from replicator.delta.typemap import parse_sql
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent
+from replicator.mysql.partitions import parse_partition_op, split_partition_clause
+from replicator.mysql.statements import Name, parse_add_column_list, parse_recover, parse_renames
+from replicator.mysql.tokens import sanitize
 from replicator.tables import EVERYTHING, NOTHING, DdlScope
 
 RERUNNABLE = frozenset({2, 3, 4, 14, 15, 17, 19, 25, 32, 33})
@@ -46,7 +48,7 @@ def ddl_scope(ddl: DdlEvent) -> DdlScope:
 
 
 def _drop_schema(ddl: DdlEvent) -> DdlScope:
-    stmt = parse_sql(dp.sanitize(ddl.query))
+    stmt = parse_sql(sanitize(ddl.query))
     name = ""
     if isinstance(stmt, exp.Drop) and isinstance(stmt.this, exp.Table):
         name = stmt.this.name or stmt.this.db
@@ -56,33 +58,33 @@ def _drop_schema(ddl: DdlEvent) -> DdlScope:
 
 def _named_tables(ddl: DdlEvent) -> set[tuple[str, str]]:
     """Every table the query names, schema-qualified (the event's schema by default)."""
-    query = dp.sanitize(ddl.query)
+    query = sanitize(ddl.query)
     names: set[tuple[str, str]] = set()
 
-    def add(name: dp.Name) -> None:
+    def add(name: Name) -> None:
         names.add((name[0] or ddl.schema, name[1]))
 
     if ddl.ddl_type == DdlCode.RENAME_TABLE:
-        for old, new in dp.parse_renames(query):
+        for old, new in parse_renames(query):
             add(old)
             add((new[0] or old[0], new[1]))
         return names
     if ddl.ddl_type == DdlCode.RECOVER_TABLE:
-        stmt = dp.parse_recover(query)
+        stmt = parse_recover(query)
         schema = stmt.schema or ddl.schema
         names.add((schema, stmt.table or ddl.table))
         if stmt.new_name:
             names.add((schema, stmt.new_name))
         return names
-    listed = dp.parse_add_column_list(query)
+    listed = parse_add_column_list(query)
     if listed is not None:
         add(listed[0])
         return names
-    head, _ = dp.split_partition_clause(query)
+    head, _ = split_partition_clause(query)
     try:
         parsed = parse_sql(head)
     except DdlError:
-        op = dp.parse_partition_op(query)  # ALTER TABLE .. ADD/DROP/TRUNCATE PARTITION
+        op = parse_partition_op(query)  # ALTER TABLE .. ADD/DROP/TRUNCATE PARTITION
         if op is None:
             raise
         names.add((op.schema or ddl.schema, op.table))

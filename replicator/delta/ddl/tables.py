@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from replicator.delta import ddlparse as dp
 from replicator.delta.ddl.base import (
     DdlOutcome,
     _outcome,
@@ -17,6 +16,7 @@ from replicator.delta.ddl.base import (
     _target,
     _unknown,
 )
+from replicator.delta.ddl.partitions import partition_predicate
 from replicator.delta.merge import delta_ref
 from replicator.delta.typemap import (
     TableSpec,
@@ -26,6 +26,9 @@ from replicator.delta.typemap import (
 from replicator.delta.warehouse import State, TableEntry, table_uid
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, RowChange
+from replicator.mysql.partitions import add_partitions, parse_partition_op, parse_partitioning, split_partition_clause
+from replicator.mysql.statements import Name, parse_recover, parse_renames
+from replicator.mysql.tokens import sanitize
 
 if TYPE_CHECKING:
     from replicator.delta.ddl.ops import DdlOps
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 
 def _create_schema(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Schemas are only names (directories): record it so `replicator tables` can group by it."""
-    stmt = parse_sql(dp.sanitize(ddl.query))
+    stmt = parse_sql(sanitize(ddl.query))
     name = ""
     if isinstance(stmt, exp.Create) and isinstance(stmt.this, exp.Table):
         name = stmt.this.name or stmt.this.db
@@ -67,7 +70,7 @@ def _drop_schema(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 
 def _parse_create(ddl: DdlEvent) -> tuple[exp.Create, str, str | None]:
-    head, clause = dp.split_partition_clause(dp.sanitize(ddl.query))
+    head, clause = split_partition_clause(sanitize(ddl.query))
     stmt = parse_sql(head)
     if not isinstance(stmt, exp.Create):
         raise DdlError("not a CREATE TABLE statement")
@@ -83,7 +86,7 @@ def _spec_from_statement(ddl: DdlEvent, head: str, clause: str | None) -> TableS
     spec = spec_from_create(head, ddl.schema, ddl.table)
     if clause is not None:
         try:
-            spec = replace(spec, partition_def=dp.parse_partitioning(clause).render())
+            spec = replace(spec, partition_def=parse_partitioning(clause).render())
         except DdlError:
             spec = replace(spec, partition_def=clause)  # kept verbatim; partition DDL will say why
     return spec
@@ -158,7 +161,7 @@ def _drop_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 def _recover_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """Make the latest dropped table of that name live again (optionally under a new name)."""
-    stmt = dp.parse_recover(ddl.query)
+    stmt = parse_recover(ddl.query)
     schema = stmt.schema or ddl.schema
     table = stmt.table or ddl.table
     dropped = [e for e in state.tables.values()
@@ -196,10 +199,10 @@ def _truncate_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
 
 def _rename_table(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """`RENAME TABLE a TO b[, ...]` or `ALTER TABLE a RENAME [TO|AS] b`: catalog only."""
-    return _rename_pairs(state, ddl, dp.parse_renames(ddl.query))
+    return _rename_pairs(state, ddl, parse_renames(ddl.query))
 
 
-def _rename_pairs(state: State, ddl: DdlEvent, pairs: Sequence[tuple[dp.Name, dp.Name]]) -> DdlOutcome:
+def _rename_pairs(state: State, ddl: DdlEvent, pairs: Sequence[tuple[Name, Name]]) -> DdlOutcome:
     """Catalog-only renames, in order (so `a TO tmp, b TO a, tmp TO b` swaps); paths never move."""
     done, uids = [], []
     for (os_, ot), (ns, nt) in pairs:
@@ -227,7 +230,7 @@ def _rename_pairs(state: State, ddl: DdlEvent, pairs: Sequence[tuple[dp.Name, dp
 
 def _partition_op(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     """ADD (catalog), DROP and TRUNCATE PARTITION (DELETE of exactly those partitions' rows)."""
-    op = dp.parse_partition_op(dp.sanitize(ddl.query))
+    op = parse_partition_op(sanitize(ddl.query))
     if op is None:
         raise DdlError("not an ALTER TABLE .. ADD/DROP/TRUNCATE PARTITION statement")
     schema, table = op.schema or ddl.schema, op.table
@@ -237,10 +240,10 @@ def _partition_op(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     spec = entry.table_spec
     if spec.partition_def is None:
         raise DdlError(f"table {schema}.{table} has no partition definition in the catalog")
-    part = dp.parse_partitioning(spec.partition_def)
+    part = parse_partitioning(spec.partition_def)
     ref = delta_ref(entry.path)
     if op.op == "add":
-        new = dp.add_partitions(part, op)
+        new = add_partitions(part, op)
         _set_spec(entry, replace(spec, partition_def=new.render()))
         added = [p.name for p in new.partitions[len(part.partitions):]]
         return _outcome([f"partitions {added} added to the catalog"] if added else [], entry.uid,
@@ -255,7 +258,7 @@ def _partition_op(self: DdlOps, state: State, ddl: DdlEvent) -> DdlOutcome:
     if op.op == "drop" and part.method in ("HASH", "KEY"):
         raise DdlError(f"DROP PARTITION on {part.method} partitioning (upstream allows only COALESCE)")
     if names:
-        predicate = dp.partition_predicate(part, names, spec.columns, spec.key)
+        predicate = partition_predicate(part, names, spec.columns, spec.key)
         self.sql(f"DELETE FROM {ref} WHERE {predicate}")
     if op.op == "drop":
         drop = {n.lower() for n in names}

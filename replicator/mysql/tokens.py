@@ -1,5 +1,5 @@
-"""A small MySQL tokenizer and cursor for the DDL hand-parsers, and `sanitize` (TiDB-only words
-sqlglot rejects). Pure."""
+"""The one MySQL tokenizer: tokens and a cursor for the DDL readers (`classify`, `statements`,
+`partitions`), `sanitize` (TiDB-only words sqlglot rejects) and backtick quoting. Pure."""
 
 from __future__ import annotations
 
@@ -29,19 +29,39 @@ class Token:
         return self.kind == "punct" and self.text == ch
 
 
+def quote_ident(name: str) -> str:
+    """Backtick-quote one identifier (backticks doubled), as MySQL and Spark SQL both read it:
+    upstream names are untrusted."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "\\": "\\", "'": "'", '"': '"'}
 _NUMBER_RE = re.compile(r"0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_WORD_RE = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
+_WORD_RE = re.compile(r"[A-Za-z0-9_$\u0080-\U0010ffff]+")
 
 
-def tokenize(query: str) -> list[Token]:
-    """MySQL tokens; comments and whitespace dropped. DdlError on an unterminated quote/comment."""
+_EXEC_OPEN_RE = re.compile(r"/\*!\d*|/\*T!(?:\[[^\]]*\])?")
+
+
+def tokenize(query: str, *, executable: bool = False) -> list[Token]:
+    """MySQL tokens; comments and whitespace dropped. DdlError on an unterminated quote/comment.
+
+    With `executable`, the text inside MySQL's and TiDB's executable comments (`/*! .. */`,
+    `/*!50100 .. */`, `/*T![clustered_index] .. */`) is read as statement text, as the server
+    reads it: what a statement *does* (its DDL type) can stand there."""
     out: list[Token] = []
     i, n = 0, len(query)
+    open_exec = 0
     while i < n:
         c = query[i]
         if c.isspace():
             i += 1
+        elif executable and (m := _EXEC_OPEN_RE.match(query, i)):
+            open_exec += 1
+            i = m.end()
+        elif open_exec and query.startswith("*/", i):
+            open_exec -= 1
+            i += 2
         elif c == "#" or (query.startswith("--", i) and (i + 2 == n or query[i + 2].isspace())):
             j = query.find("\n", i)
             i = n if j < 0 else j + 1
@@ -128,6 +148,15 @@ class Cursor:
             raise self.fail(what)
         self.i += 1
         return tok
+
+    def at_word(self, *words: str, k: int = 0) -> bool:
+        """Whether the token `k` ahead is one of `words` (case-insensitive), without moving."""
+        tok = self.peek(k)
+        return tok is not None and tok.is_word(*words)
+
+    def at_punct(self, ch: str, k: int = 0) -> bool:
+        tok = self.peek(k)
+        return tok is not None and tok.is_punct(ch)
 
     def accept_word(self, *words: str) -> bool:
         tok = self.peek()

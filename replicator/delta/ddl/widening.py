@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from replicator.delta.typemap import quote_ident
+from replicator.mysql.tokens import quote_ident
 
 INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 """Spark integral types, narrowest first."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replicator.delta.ddlparse.tokens import Cursor, alter_table_head, sanitize
 from replicator.errors import DdlError
+from replicator.mysql.tokens import Cursor, alter_table_head, sanitize
 
 Name = tuple[str | None, str]
 
