@@ -404,7 +404,7 @@ class Warehouse:
         self.write_own(self.state_path, state.model_dump_json(by_alias=True, indent=1).encode())
         self.state_write_s += time.monotonic() - started
 
-    def append_window(self, record: dict[str, Any]) -> None:
+    def log_step(self, record: dict[str, Any]) -> None:
         """Log an applied step (read back deduplicated by step number: a re-applied step wins)."""
         self.fence()
         started = time.monotonic()

@@ -129,7 +129,7 @@ class WarehouseApplier:
             state.shard_renames = self.shard.identities.to_json()
         if record is not None:
             state.steps = record["step"]
-            self.warehouse.append_window(record)
+            self.warehouse.log_step(record)
         self.warehouse.save_state(state)
         if record is not None:
             self.metrics.step(str(record.get("kind", "window")), self._apply_s)

@@ -90,7 +90,7 @@ class BatchWindower(Windower):
     def _row_restart_points(self) -> Iterable[tuple[TP, int, int]]:
         return ((TP(self.topic, p), off, wm) for p, off, wm in self.index.restart_points(self.applied_ts))
 
-    def _batch(self, hi: int) -> dict[TableName, Rows]:
+    def _rows_through(self, hi: int) -> dict[TableName, Rows]:
         lo = self.applied_ts
         return {t: RowSpan(lo, hi, self.index) for t in self.index.tables_in(lo, hi)}
 
@@ -190,7 +190,7 @@ class BatchLoop(ControlLoop):
                 continue
             down_since = None
             if opts.until_caught_up or ends != last_end:
-                self._batch(partitions, starts, ends)
+                self._apply_batch(partitions, starts, ends)
             last_end = dict(ends)
             self.on_tick()
             if self._stop or (opts.until_caught_up and not self._source.added):
@@ -213,7 +213,7 @@ class BatchLoop(ControlLoop):
         begins, ends = kafka.begin_offsets_at_start(), kafka.end_offsets_at_start()
         return partitions, {p: (cursors[p].offset if p in cursors else begins[p]) for p in partitions}, ends
 
-    def _batch(self, partitions: list[TP], starts: Mapping[TP, int], ends: Mapping[TP, int]) -> None:
+    def _apply_batch(self, partitions: list[TP], starts: Mapping[TP, int], ends: Mapping[TP, int]) -> None:
         ranges = {p.partition: (starts[p], ends[p]) for p in partitions if starts[p] < ends.get(p, 0)}
         topic = self.topic
         windower = BatchWindower(topic, partitions, self.progress, self.scope_of, NoRows(), self.stats)

@@ -324,7 +324,7 @@ class Windower:
                 hi = after - 1
         if hi <= self.applied_ts and not ddls:
             return None
-        return Step(hi, self._batch(hi), tuple(ddls))
+        return Step(hi, self._rows_through(hi), tuple(ddls))
 
     def _first_row_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
         """The lowest commit ts in (ts, hi] of a buffered row of a table in `scope` (None: none)."""
@@ -338,7 +338,8 @@ class Windower:
             for b in buf:
                 yield b.partition, b.offset, b.wm_before
 
-    def _batch(self, hi: int) -> dict[TableName, Rows]:
+    def _rows_through(self, hi: int) -> dict[TableName, Rows]:
+        """Each table's buffered rows at or below `hi`, in commit order: the rows of a step to `hi`."""
         rows: dict[TableName, Rows] = {}
         for table, buf in self._rows.items():
             sel = [b for b in buf if b.row.commit_ts <= hi]

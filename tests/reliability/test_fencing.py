@@ -72,7 +72,7 @@ def test_a_lost_holders_late_writes_are_refused_by_the_store(warehouse_url: str)
     state = a.load_state()
     state.steps = 1
     a.save_state(state)
-    a.append_window(_step(1))
+    a.log_step(_step(1))
     _paused(a)
 
     b = Warehouse(warehouse_url, lease_seconds=30)
@@ -81,7 +81,7 @@ def test_a_lost_holders_late_writes_are_refused_by_the_store(warehouse_url: str)
         assert state_b.steps == 1
         state_b.steps = 2
         b.save_state(state_b)
-        b.append_window(_step(2))
+        b.log_step(_step(2))
         taken = b.io.read(b.state_path.path)
 
         late = State(steps=9)  # A stale idea of progress
@@ -90,7 +90,7 @@ def test_a_lost_holders_late_writes_are_refused_by_the_store(warehouse_url: str)
         assert b.io.read(b.state_path.path) == taken, "a lost holder's state.json landed over the new holder's"
         if not a.io.can_append:  # segments: conditional too (a local log is appended in place)
             with pytest.raises(LeaseLostError, match="no longer holds"):
-                a.append_window(_step(9))
+                a.log_step(_step(9))
         assert [r["step"] for r in b.windows()] == [1, 2]
         b.save_state(state_b)  # the holder goes on
         assert not [n for n in b.io.children(b.meta.path) if "probe" in n], "the conditional-write probe is removed"

@@ -102,7 +102,7 @@ def test_everything_a_holder_writes_carries_its_epoch(tmp_path: Path) -> None:
         state = wh.load_state()
         state.steps = 1
         wh.save_state(state)
-        wh.append_window({"step": 1, "hi": 10, "tables": {}})
+        wh.log_step({"step": 1, "hi": 10, "tables": {}})
     assert json.loads(wh.state_path.read_bytes())["epoch"] == 1
     assert wh.windows()[0]["epoch"] == 1
     assert wh.epoch() == 0, "outside a locked run nothing is stamped"

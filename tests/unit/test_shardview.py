@@ -27,7 +27,7 @@ def _shard(root: Path, i: int, applied: int, steps: list[dict[str, Any]], tables
     wh = Warehouse(root, shard=ShardSpec(i, 2))
     wh.check_layout()
     for n, rec in enumerate(steps, 1):
-        wh.append_window({"step": n, "hi": rec["applied_ts"], "recorded_at": f"2026-11-27T10:00:0{n}+00:00",
+        wh.log_step({"step": n, "hi": rec["applied_ts"], "recorded_at": f"2026-11-27T10:00:0{n}+00:00",
                           "kind": "window", **rec})
     wh.save_state(State(progress=Progress(applied), steps=len(steps), tables={e.uid: e for e in tables}))
 

@@ -152,7 +152,7 @@ def _warehouse(tmp_path: Path) -> Warehouse:
                                "tables": {"u1": {"version": n}}}
         if n == 3:
             rec.update(kind="ddl", ddls=[{"query": "ALTER TABLE x", "outcome": "skipped: DdlError: no"}])
-        wh.append_window(rec)
+        wh.log_step(rec)
     wh.lease_path.io.write(wh.lease_path.path, _holder().to_json())
     dead = Path(wh.dead_letters_path.path)
     dead.mkdir(parents=True)
