@@ -29,7 +29,7 @@ Sections:
    side by side with their append and peer ratios, and the Spark jobs per Delta commit by kind
    (append, MERGE, DDL) from the run summaries.
 3. scale: one MERGE of a fixed 10,000-change set into tables of 100k, 1M and 10M rows, with and
-   without the key-range file pruning of ``replicator/delta/merge.py``.
+   without the key-range file pruning of ``replicator/delta/writer.py``.
 4. resources: peak RSS of the driver and its JVM; data files per table after the run.
 5. profile: cProfile of the engine in-process on a smaller stream, costs grouped by stage.
 6. peer: what a Spark user would write instead (Structured Streaming, Spark's Kafka source,

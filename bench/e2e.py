@@ -105,8 +105,8 @@ def consume_rate(bootstrap: str, topic: str, protocol: str, decode: bool) -> dic
 def warehouse_files(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
     """Per live table: files in the current snapshot, and parquet / deletion-vector / log files
     on disk (the small-file picture after a CDC run)."""
-    from replicator.delta.merge import delta_ref
     from replicator.delta.warehouse import Warehouse
+    from replicator.delta.writer import delta_ref
 
     state = Warehouse(str(warehouse)).load_state()
     tables: dict[str, Any] = {}
@@ -156,10 +156,10 @@ def append_baseline(spark: SparkSession, warehouse: Path, scratch: Path) -> dict
     fresh tables: what writing the result costs without CDC. Reading the rows back is not timed."""
     from pyspark.sql.types import StructField, StructType
 
-    from replicator.delta.merge import DeltaApplier
     from replicator.delta.warehouse import Warehouse
+    from replicator.delta.writer import TableWriter
 
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     state = Warehouse(str(warehouse)).load_state()
     rows = 0
     elapsed = 0.0

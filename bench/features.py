@@ -33,7 +33,7 @@ from replicator.delta.features import PROFILES
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.writer import TableWriter
 
 log = logging.getLogger("bench")
 
@@ -79,7 +79,7 @@ def changes(size: int, n: int, seed: int = 0) -> list[Any]:
     return out
 
 
-def load_table(spark: SparkSession, applier: DeltaApplier, path: str, size: int) -> None:
+def load_table(spark: SparkSession, applier: TableWriter, path: str, size: int) -> None:
     """`size` rows in id order, ROWS_PER_FILE rows per file (as the scale section builds them)."""
     applier.create_table(path, _spec())
     parts = max(1, math.ceil(size / ROWS_PER_FILE))
@@ -133,14 +133,14 @@ def bench_small(spark: SparkSession, scratch: Path, repeat: int, jobs_samples: i
     """Per profile: a 100-row MERGE with the applier's confs and with Delta's and Spark's defaults
     vs a 100-row append, interleaved round by round; medians and Spark jobs per operation (the
     fewest of `jobs_samples` calls)."""
-    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.writer import TableWriter
 
     spec = _spec()
     out: dict[str, Any] = {"rows": SMALL_ROWS, "changes": SMALL_CHANGES, "repeat": repeat,
                            "target_ratio": SMALL_TARGET_RATIO, "profiles": {}}
     for profile in PROFILES:
-        tuned = DeltaApplier(spark, table_features=profile)
-        plain = DeltaApplier(spark, table_features=profile)
+        tuned = TableWriter(spark, table_features=profile)
+        plain = TableWriter(spark, table_features=profile)
         plain.merge_conf, plain.small_merge_conf = {}, {}
         path = str(scratch / f"small-{profile}")
         load_table(spark, tuned, path, SMALL_ROWS)
@@ -151,7 +151,7 @@ def bench_small(spark: SparkSession, scratch: Path, repeat: int, jobs_samples: i
         load_table(spark, tuned, apath, SMALL_ROWS)
         seq = iter(range(1, 1_000_000))
 
-        def merge(_: int, applier: DeltaApplier, path: str = path, seq: Any = seq) -> None:
+        def merge(_: int, applier: TableWriter, path: str = path, seq: Any = seq) -> None:
             n = next(seq)
             applier.merge(path, f"bench-{n}", spec, changes(SMALL_ROWS, SMALL_CHANGES, n), 1, {"bench": n})
 
@@ -182,14 +182,14 @@ def bench_small(spark: SparkSession, scratch: Path, repeat: int, jobs_samples: i
 
 def bench_large(spark: SparkSession, scratch: Path, sizes: Sequence[int], repeat: int) -> dict[str, Any]:
     """10,000-change MERGE with and without deletion vectors, each from the same version (RESTORE)."""
-    from replicator.delta.merge import DeltaApplier, delta_ref
+    from replicator.delta.writer import TableWriter, delta_ref
 
     spec = _spec()
     out: dict[str, Any] = {"changes": LARGE_CHANGES, "repeat": repeat, "sizes": {}}
     for size in sizes:
         row: dict[str, Any] = {}
         for profile in PROFILES:
-            applier = DeltaApplier(spark, table_features=profile)
+            applier = TableWriter(spark, table_features=profile)
             path = str(scratch / f"large-{profile}-{size}")
             t0 = time.perf_counter()
             load_table(spark, applier, path, size)
@@ -197,7 +197,7 @@ def bench_large(spark: SparkSession, scratch: Path, sizes: Sequence[int], repeat
             base = applier.table_version(path)
             change_set = changes(size, LARGE_CHANGES)
 
-            def one(i: int, applier: DeltaApplier = applier, path: str = path, base: int = base,
+            def one(i: int, applier: TableWriter = applier, path: str = path, base: int = base,
                     change_set: list[Any] = change_set) -> None:
                 res = applier.merge(path, f"bench-large-{i}", spec, change_set, 1, {"bench": "large"})
                 assert not res.skipped

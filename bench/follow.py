@@ -282,7 +282,7 @@ def _deltalake_options(server: S3Target | None) -> dict[str, str] | None:
 
 def measure_table(spark: SparkSession, path: str, repeat: int, dl_options: dict[str, str] | None) -> dict[str, Any]:
     """One table: its files, the reads, OPTIMIZE, its files and the reads again."""
-    from replicator.delta.merge import delta_ref
+    from replicator.delta.writer import delta_ref
 
     out: dict[str, Any] = {"path": path, "before": table_files(path)}
     out["spark_before"] = spark_read(spark, path, repeat)

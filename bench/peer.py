@@ -178,8 +178,8 @@ class PeerJob:
         """MERGE one table's last changes per key: deletes delete, the rest upsert the whole row."""
         import pyarrow as pa
 
-        from replicator.delta.merge import arrow_type
         from replicator.delta.typemap import converter_for
+        from replicator.delta.writer import arrow_type
         from replicator.mysql.tokens import quote_ident
 
         spec = table.spec

@@ -20,7 +20,7 @@ STAGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Spark / Delta (JVM, waited on via py4j)", "py4j/clientserver.py", ("send_command",)),
     ("decode", "replicator/engine/pipeline.py", ("_decode_record",)),
     ("Kafka fetch (kafka-python)", "replicator/sources/kafka.py", ("poll",)),
-    ("Arrow source build (merge.source_table)", "replicator/delta/merge.py", ("source_table",)),
+    ("Arrow source build (writer.source_table)", "replicator/delta/writer.py", ("source_table",)),
     ("collapse to last change per key", "replicator/changes.py", ("collapse",)),
     ("windowing (offer, next_step, commit)", "replicator/engine/window.py", ("offer", "next_step", "commit")),
     ("restart cursors", "replicator/engine/window.py", ("restart_cursors",)),

@@ -274,7 +274,7 @@ def _scale_md(results: dict[str, Any]) -> list[str]:
             f"## 3. Scale: MERGE of {scale['changes']:,} changes into a growing table",
             "",
             f"A fixed change set ({scale['changes']:,} changes: 60% updates and 20% deletes among the newest 50,000 "
-            "keys, 20% inserts of new keys) applied by the engine's own `DeltaApplier.merge` into a table of N rows "
+            "keys, 20% inserts of new keys) applied by the engine's own `TableWriter.merge` into a table of N rows "
             f"(ids ascending, {scale['rows_per_file']:,} rows per file, deletion vectors on; the bench's own "
             "Spark session, whose JVM CPU time per MERGE is shown too). *Before*: the ON clause "
             "is the key equality only; *after*: it also bounds the key to the change set's [min, max], so Delta "

@@ -1,5 +1,5 @@
 """Section 3, scale: one MERGE of a fixed change set into tables of growing size, with and
-without the key-range file pruning of `replicator.delta.merge.DeltaApplier`."""
+without the key-range file pruning of `replicator.delta.writer.TableWriter`."""
 
 from __future__ import annotations
 
@@ -62,9 +62,9 @@ def scale_changes(size: int, n: int = SCALE_CHANGES) -> list[Any]:
 def _load_scale_table(spark: SparkSession, path: str, size: int) -> None:
     """`size` rows with ascending ids, written in id order, SCALE_ROWS_PER_FILE rows per file (a
     table built up by inserts over time: key ranges of files barely overlap)."""
-    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.writer import TableWriter
 
-    DeltaApplier(spark).create_table(path, _scale_spec())
+    TableWriter(spark).create_table(path, _scale_spec())
     parts = max(1, math.ceil(size / SCALE_ROWS_PER_FILE))
     df = spark.range(0, size, 1, parts).selectExpr(
         "id", "CAST(id % 97 AS INT) AS grp", "CONCAT('name-', CAST(id AS STRING)) AS name",
@@ -79,10 +79,10 @@ def bench_scale(spark: SparkSession, cfg: BenchConfig, scratch: Path, *, warm_up
     ("before") and on ("after"), alternating, each from the same table version (RESTORE between).
     `warm_up=False` skips the untimed first round (only where the timings do not matter: the smoke
     test)."""
-    from replicator.delta.merge import DeltaApplier, delta_ref
+    from replicator.delta.writer import TableWriter, delta_ref
 
     spec = _scale_spec()
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     results: dict[str, Any] = {"changes": cfg.scale_changes, "rows_per_file": SCALE_ROWS_PER_FILE, "sizes": {}}
     for size in cfg.scale_sizes:
         path = str(scratch / f"scale-{size}")

@@ -44,13 +44,13 @@ def _added_files(path: str, version: int) -> int:
 
 def bench_schema(spark: SparkSession, scratch: Path, rows: int) -> dict[str, Any]:
     from replicator.delta.ddl import DdlApplier
-    from replicator.delta.merge import DeltaApplier
     from replicator.delta.rowcount import live_bytes
     from replicator.delta.warehouse import State, Warehouse
+    from replicator.delta.writer import TableWriter
     from replicator.events import DdlEvent
 
     wh = Warehouse(scratch / "schema-wh")
-    delta = DeltaApplier(spark)
+    delta = TableWriter(spark)
     ddl = DdlApplier(delta, wh)
     state = State()
     ddl.apply(state, DdlEvent(1000, "bench", "big", 3, CREATE))

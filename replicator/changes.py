@@ -1,5 +1,5 @@
 """The change set: the net effect of a table's row changes on each handle key (`collapse`), what a
-MERGE applies (delta/merge.py).
+MERGE applies (delta/writer.py).
 
 It lives at the bottom of the package because the engine (which collapses a step's rows), the
 Spark reader's executors (which key rows the same way) and the Delta edge (which merges the

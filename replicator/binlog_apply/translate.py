@@ -29,9 +29,9 @@ from replicator.binlog_apply.model import (
     table_uid,
 )
 from replicator.delta.binlog_state import ColumnInfo, TableInfo
-from replicator.delta.merge import column_ddl
 from replicator.delta.typemap import column_from_def, quote_string, spec_from_create
 from replicator.delta.warehouse import safe_segment
+from replicator.delta.writer import column_ddl
 from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.mysql.tokens import quote_ident
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from replicator.delta.edge import DeltaEdge, one_file
-from replicator.delta.merge import clear_unborn_table, delta_ref
 from replicator.delta.warehouse import Warehouse
+from replicator.delta.writer import clear_unborn_table, delta_ref
 from replicator.events import Record
 
 if TYPE_CHECKING:

@@ -112,7 +112,7 @@ def is_commit_raced(exc: BaseException) -> bool:
     """Another writer wrote the commit version this statement planned (the s3a commit store,
     delta/java/s3commit): nothing of the statement committed. Unlike Delta's own conflicts it is
     not re-run as is by Delta: a blind append re-planned on top of a stale holder's commit of the
-    same rows would apply them twice. The applier re-plans it (`DeltaApplier._raced`)."""
+    same rows would apply them twice. The applier re-plans it (`TableWriter._raced`)."""
     return _RACED_MARKER in f"{type(exc).__name__}: {exc}"
 
 

@@ -170,7 +170,7 @@ def _jvm_stdout_on_stderr() -> Iterator[None]:
         os.close(original)
 
 
-def _jar_paths() -> list[str] | None:
+def jar_paths() -> list[str] | None:
     """The jars of the session this process will start, or None when the replicator has none to give
     (spark-submit's own --jars / --packages apply). JarResolutionError (one line, exit 2) when a
     required jar is missing from REPLICATOR_SPARK_JARS or cannot be fetched."""
@@ -421,7 +421,7 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         # config file's [spark] pass-through, which wins.
         for key, value in storage_options().s3a_conf().items():
             builder = builder.config(key, value)
-        jar_list = None if _submitted() else _jar_paths()  # spark-submit: its --jars / --packages
+        jar_list = None if _submitted() else jar_paths()  # spark-submit: its --jars / --packages
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_java_options(jar_list)))
         if jar_list is not None:
             builder = builder.config("spark.jars", ",".join(jar_list))

@@ -17,7 +17,7 @@ Layout:
 Progress is committed after every step, after that step's Delta commits: a crash in between is
 repaired by re-applying the step, which is idempotent: each data commit records in its userMetadata
 the upstream commit ts it brings its table to, and a write at or below a table's recorded ts is
-skipped (`delta/merge.py`; Delta's txnAppId/txnVersion are not used there); DDL by the ledger +
+skipped (`delta/writer.py`; Delta's txnAppId/txnVersion are not used there); DDL by the ledger +
 check-before-alter. See docs/exactly-once.md.
 """
 

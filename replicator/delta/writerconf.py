@@ -55,7 +55,7 @@ def writer_conf(warehouse: str) -> WriterConf:
     on_s3 = jars.needs_s3(warehouse)
     groups: tuple[str, ...] = ("delta", "s3") if on_s3 else ("delta",)
     jars.require(*groups)
-    jar_list = _declared(spark._jar_paths() or [], groups)
+    jar_list = _declared(spark.jar_paths() or [], groups)
     conf = dict(spark.DELTA_SESSION_CONF)
     if not on_s3:
         return WriterConf(warehouse, jar_list, conf, notes=[

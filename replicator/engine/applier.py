@@ -30,7 +30,7 @@ from replicator.progress import Progress
 
 if TYPE_CHECKING:
     from replicator.delta.catalog import CatalogSync
-    from replicator.delta.merge import DeltaApplier, MergeResult
+    from replicator.delta.writer import MergeResult, TableWriter
 
 log = logging.getLogger("replicator")
 
@@ -78,7 +78,7 @@ class WarehouseApplier:
 
     # -- the Spark side (spark_edge.py) -----------------------------------------------------------
     @property
-    def delta(self) -> DeltaApplier:
+    def delta(self) -> TableWriter:
         return self.edge.delta
 
     def warm_up(self) -> None:

@@ -1,5 +1,5 @@
 """One segment's write: a step's rows of one table, resolved against the catalog, into its Delta
-table: appended when they are fresh inserts, else merged (delta/merge.py).
+table: appended when they are fresh inserts, else merged (delta/writer.py).
 
 Fresh inserts: a key whose first change in the segment is an INSERT was absent from the table,
 which holds upstream as of the segment's start. Only an INSERT the stream vouches for counts:
@@ -35,8 +35,8 @@ from replicator.faults import fault_point, fault_timer
 from replicator.metrics import Metrics
 
 if TYPE_CHECKING:
-    from replicator.delta.merge import MergeResult
     from replicator.delta.typemap import TableSpec
+    from replicator.delta.writer import MergeResult
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class SegmentMerger:
             return self._merge_segment(job)
 
     def _merge_segment(self, job: Job) -> tuple[Job, MergeResult]:
-        from replicator.delta.merge import MergeResult
+        from replicator.delta.writer import MergeResult
         delta = self.edge.session_delta()
         seg, entry, spec = job.segment, job.entry, job.spec
         if entry is None or spec is None:

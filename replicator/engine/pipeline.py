@@ -5,7 +5,7 @@ committed: state.json (applied watermark, restart cursors, DDL ledger, catalog) 
 the Kafka consumer-group offsets. When what is due is decided by `ControlLoop` (loop.py); this
 module wires it to the real source, the Delta applier (`WarehouseApplier`, applier.py) and the
 warehouse. What a run is asked to do is `RunOptions` (options.py), what it did `RunSummary`
-(summary.py). See delta/warehouse.py and delta/merge.py for why that is exactly once.
+(summary.py). See delta/warehouse.py and delta/writer.py for why that is exactly once.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from replicator.delta.catalog import CatalogConfig
-    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.writer import TableWriter
     from replicator.sources.spark_reader import SparkBatch
 
 __all__ = ["Engine", "Protocol", "Reader", "RunOptions", "RunSummary", "TableCounts", "WarehouseApplier"]
@@ -101,7 +101,7 @@ class Engine:
         self._stop = False
 
     @property
-    def delta(self) -> DeltaApplier:
+    def delta(self) -> TableWriter:
         return self.edge.delta
 
     def request_stop(self, *_: Any) -> None:

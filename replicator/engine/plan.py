@@ -8,7 +8,7 @@ be told). For each table in scope, every row at or before the DDL's commit ts is
 and none after; rows of other tables flow past it. DDLs themselves apply one at a time, in commit
 order (they change the catalog).
 
-Idempotence: a segment's version (the applied ts its commit records, delta/merge.py) is the commit
+Idempotence: a segment's version (the applied ts its commit records, delta/writer.py) is the commit
 ts of the DDL it precedes, or the step's upper
 bound for a table's last segment, so one table's versions rise within a step and across steps,
 and a re-run skips exactly the segments a crashed run committed.

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from replicator.delta.ddl import DdlApplier
-    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.writer import TableWriter
 
 
 class SparkEdge:
@@ -29,7 +29,7 @@ class SparkEdge:
         self.options = options
         self.metrics = metrics
         self._spark = spark
-        self._delta: DeltaApplier | None = None
+        self._delta: TableWriter | None = None
         self._ddl: DdlApplier | None = None
         self._executor: Executor | None = None
         self._local = threading.local()
@@ -37,14 +37,14 @@ class SparkEdge:
         self._warming: threading.Thread | None = None
 
     @property
-    def delta(self) -> DeltaApplier:
+    def delta(self) -> TableWriter:
         with self._delta_lock:  # the warm-up thread may be building it
             if self._delta is None:
                 from replicator.delta import commitfence
-                from replicator.delta.merge import DeltaApplier
                 from replicator.delta.spark import get_spark
+                from replicator.delta.writer import TableWriter
 
-                delta = DeltaApplier(self._spark or get_spark(), table_features=self.options.table_features)
+                delta = TableWriter(self._spark or get_spark(), table_features=self.options.table_features)
                 lease = self.warehouse.lease
                 if lease is not None and self.warehouse.on_object_store:  # commits fenced in the JVM too
                     commitfence.arm(delta.spark, lease, self.warehouse.root)
@@ -99,7 +99,7 @@ class SparkEdge:
         session.sparkContext.setLocalProperty("spark.scheduler.pool", APPLY_POOL)
         self._local.delta = self.delta.for_session(session)
 
-    def session_delta(self) -> DeltaApplier:
+    def session_delta(self) -> TableWriter:
         """The calling thread's Delta applier: a pool worker's own, else the main one."""
         return getattr(self._local, "delta", None) or self.delta
 

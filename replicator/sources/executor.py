@@ -5,7 +5,7 @@ one Kafka partition's offset range, in offset order) into one event per output r
 resolved events, DDLs, dead letters and the task's counts (records, events, invalid text). Each row change already
 carries what the driver reader's windower decides on arrival: the partition watermark before its
 message and whether it is a replay or already applied. `change_batches` turns a table's row
-changes into the positional MERGE source of `replicator.delta.merge` (`_c<i>`, `_op`) plus the
+changes into the positional MERGE source of `replicator.delta.writer` (`_c<i>`, `_op`) plus the
 order columns the last change per key is chosen by.
 
 No Spark, no Kafka here (only pyarrow and the codecs), so everything is unit-tested without a
@@ -185,7 +185,7 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
 def change_schema(spec: TableSpec) -> pa.Schema:
     """`_c<i>` per table column (typed as the table's), `_op` (0 upsert, 1 delete), ORDER_COLUMNS,
     `_ins` (the change is an INSERT's) and `_pre` (an UPDATE's with its pre-image)."""
-    from replicator.delta.merge import arrow_type
+    from replicator.delta.writer import arrow_type
 
     fields = [pa.field(f"_c{i}", arrow_type(c.spark_type)) for i, c in enumerate(spec.columns)]
     fields += [pa.field("_op", pa.int8()), pa.field("_ts", pa.int64()), pa.field("_p", pa.int32()),

@@ -22,9 +22,9 @@ import pytest
 
 from replicator.binlog_apply import BinlogApplier, load_state
 from replicator.cli import main
-from replicator.delta.merge import DeltaApplier
 from replicator.delta.typemap import spec_from_create
 from replicator.delta.warehouse import State, TableEntry, Warehouse
+from replicator.delta.writer import TableWriter
 from replicator.formats.binlog import BinlogWriter, read_binlog
 from tests.integration.concurrency import CommitDuringScan
 
@@ -255,7 +255,7 @@ def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Refe
     kafka_wh = Warehouse(wh)
     spec = spec_from_create("CREATE TABLE k (id INT PRIMARY KEY, v TEXT)", "shop")
     path = kafka_wh.new_table_path("shop", "k", "u1")
-    DeltaApplier(spark).create_table(path, spec)
+    TableWriter(spark).create_table(path, spec)
     kafka_wh.save_state(State(applied_ts=42, tables={"u1": TableEntry(
         uid="u1", schema="shop", table="k", path=path, spec=spec.to_json())}))
     both = json.loads(cli("tables", "--warehouse", str(wh), "--json"))

@@ -21,9 +21,9 @@ import pytest
 from replicator.changes import Change
 from replicator.cli import main as cli_main
 from replicator.delta.ddl import TMP_PREFIX, DdlApplier, DdlOutcome
-from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import quote_string
 from replicator.delta.warehouse import State, TableEntry, Warehouse
+from replicator.delta.writer import TableWriter, delta_ref
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, tso_to_datetime
 from replicator.mysql.tokens import quote_ident
@@ -37,7 +37,7 @@ class Env:
     def __init__(self, spark: Any, root: Path) -> None:
         self.spark = spark
         self.wh = Warehouse(root)
-        self.delta = DeltaApplier(spark)
+        self.delta = TableWriter(spark)
         self.ddl = DdlApplier(self.delta, self.wh)
         self._ts = itertools.count(10_000, 10)
 

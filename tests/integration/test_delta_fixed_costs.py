@@ -1,6 +1,6 @@
 """Fixed costs a follower pays on every step stay paid once: generated code is compiled once per
 table shape, not once per MERGE, and a new table's Delta log checkpoints every 100 commits, not
-every 10 (replicator/delta/spark.py SIZING, replicator/delta/merge.py LOG_PROPERTIES)."""
+every 10 (replicator/delta/spark.py SIZING, replicator/delta/writer.py LOG_PROPERTIES)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
-from replicator.delta.merge import CHECKPOINT_INTERVAL, DeltaApplier
 from replicator.delta.typemap import ColumnSpec, TableSpec
+from replicator.delta.writer import CHECKPOINT_INTERVAL, TableWriter
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_a_step_over_many_tables_recompiles_nothing(spark: Any, tmp_path: Path) 
     third round (same shapes as the second) compiles no class; with Spark's default cache of 100
     classes every MERGE recompiled its 20-30."""
     codegen = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     specs = [_spec(i) for i in range(8)]
     for i, spec in enumerate(specs):
         applier.create_table(str(tmp_path / f"t{i}"), spec)
@@ -71,7 +71,7 @@ def test_a_step_over_many_tables_recompiles_nothing(spark: Any, tmp_path: Path) 
 def test_a_new_table_checkpoints_every_hundred_commits(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "t"
     spec = _spec(0)
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     applier.create_table(str(path), spec)
     first = (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
     meta = next(json.loads(line)["metaData"] for line in first if '"metaData"' in line)

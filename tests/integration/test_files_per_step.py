@@ -15,8 +15,8 @@ import pytest
 
 from replicator.codec import codec_for
 from replicator.delta import rowcount
-from replicator.delta.merge import delta_ref
 from replicator.delta.warehouse import Warehouse
+from replicator.delta.writer import delta_ref
 from replicator.engine import applier, compaction
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from tests.integration.helpers import produce, read_table, run_engine

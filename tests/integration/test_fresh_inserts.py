@@ -1,4 +1,4 @@
-"""Fresh inserts are appended (replicator.delta.merge): one Spark job, the same table a MERGE
+"""Fresh inserts are appended (replicator.delta.writer): one Spark job, the same table a MERGE
 leaves, and a write at or below the ts a table holds is skipped by a restarted run that reads that
 ts back from the table's own commits, past a user's OPTIMIZE."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from replicator.changes import Change
 from replicator.delta import commitfence
-from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import ColumnSpec, TableSpec
+from replicator.delta.writer import TableWriter, delta_ref
 from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ def _operations(spark: Any, path: str) -> list[str]:
 
 
 def test_fresh_inserts_are_appended_with_one_job_and_end_as_a_merge_would(spark: Any, tmp_path: Path) -> None:
-    fast, plain = DeltaApplier(spark), DeltaApplier(spark)
+    fast, plain = TableWriter(spark), TableWriter(spark)
     plain.append_fresh = False
     paths = {"fast": str(tmp_path / "fast"), "plain": str(tmp_path / "plain")}
     step2 = [_fresh(3, "c"), Change((4,), True, None, fresh=True), _fresh(5, "e")]  # 4: inserted, deleted again
@@ -59,7 +59,7 @@ def test_fresh_inserts_are_appended_with_one_job_and_end_as_a_merge_would(spark:
 
 
 def test_a_key_that_was_there_sends_the_step_to_merge(spark: Any, tmp_path: Path) -> None:
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     path = str(tmp_path / "t")
     applier.create_table(path, SPEC)
     applier.merge(path, "t", SPEC, [_fresh(1, "a"), _fresh(2, "b")], 10, _meta(10))
@@ -70,28 +70,28 @@ def test_a_key_that_was_there_sends_the_step_to_merge(spark: Any, tmp_path: Path
 
 def test_a_restarted_run_skips_what_the_table_holds_past_a_users_optimize(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    crashed = DeltaApplier(spark)
+    crashed = TableWriter(spark)
     crashed.create_table(path, SPEC)
     crashed.merge(path, "t", SPEC, [_fresh(1, "a")], 10, _meta(10))
     crashed.merge(path, "t", SPEC, [_fresh(2, "b")], 20, _meta(20))  # ... then the process died
     spark.sql(f"OPTIMIZE {delta_ref(path)}")  # a user's maintenance commits on top, without our metadata
     spark.sql(f"ALTER TABLE {delta_ref(path)} SET TBLPROPERTIES ('note' = 'x')")
-    rerun = DeltaApplier(spark)
+    rerun = TableWriter(spark)
     assert rerun.applied_ts(path, "t") == 20
     again = rerun.merge(path, "t", SPEC, [_fresh(2, "b")], 20, _meta(20))
     assert again.skipped and again.kind == "none"
     assert rerun.commits.kinds["append"].count == 0
     assert rerun.merge(path, "t", SPEC, [_fresh(3, "c")], 30, _meta(30)).kind == "append"
     assert _rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")]
-    assert DeltaApplier(spark).applied_ts(str(tmp_path / "t"), "other uid, same table") == 30
+    assert TableWriter(spark).applied_ts(str(tmp_path / "t"), "other uid, same table") == 30
 
 
 def test_a_table_without_replicator_commits_holds_nothing(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     applier.create_table(path, SPEC)
     spark.sql(f"INSERT INTO {delta_ref(path)} VALUES (1, 'by hand')")
-    assert DeltaApplier(spark).applied_ts(path, "t") == -1
+    assert TableWriter(spark).applied_ts(path, "t") == -1
 
 
 class _Raced(Exception):
@@ -111,7 +111,7 @@ def test_a_raced_commit_is_re_planned_from_what_the_table_holds(spark: Any, tmp_
     holder's write of the same step is not applied again; one of an earlier step turns the append
     into a MERGE (re-applying cannot double a row); anything else (a user's write) is re-run."""
     path = str(tmp_path / "t")
-    applier, stale = DeltaApplier(spark), DeltaApplier(spark)
+    applier, stale = TableWriter(spark), TableWriter(spark)
     applier.create_table(path, SPEC)
     applier.merge(path, "t", SPEC, [_fresh(1, "a")], 10, _meta(10))
     step = [_fresh(2, "b"), _fresh(3, "c")]
@@ -152,9 +152,9 @@ def test_a_stale_commit_between_read_and_write_is_re_planned_not_written_over(sp
     pins = commitfence.pins(spark)
     assert pins is not None, "the tests' session commits s3a:// tables through the replicator's store"
     root = s3_store.warehouse_url("pinned")
-    holder = DeltaApplier(spark)
+    holder = TableWriter(spark)
     holder.epoch = lambda: 2  # a lease holder: its data writes are pinned
-    stale = DeltaApplier(spark)  # the holder before it (epoch 1), paused, then resumed
+    stale = TableWriter(spark)  # the holder before it (epoch 1), paused, then resumed
     stale.epoch = lambda: 1
     step = [_fresh(2, "b"), _fresh(3, "c")]
     for case, late, expected_kind in (("same step", (step, 20), "none"),
@@ -195,7 +195,7 @@ def test_a_commit_put_stalled_past_the_lease_is_undecided_then_read_or_refused(s
     spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{bucket}.endpoint", proxy.url)
     fence = spark.sparkContext._jvm.replicator.s3commit.Fence
     path, uid = f"s3a://{bucket}/t", "stalled"
-    stale = DeltaApplier(spark)  # the holder whose commit stalls (epoch 1)
+    stale = TableWriter(spark)  # the holder whose commit stalls (epoch 1)
     stale.epoch = lambda: 1
     stale.create_table(path, SPEC)
     stale.holds_nothing(path, uid)
@@ -214,7 +214,7 @@ def test_a_commit_put_stalled_past_the_lease_is_undecided_then_read_or_refused(s
         proxy.stop_holding()
     assert proxy.held.is_set(), "the commit PUT was held"
     assert replanned, "the bounded PUT ended undecided and was re-planned (then the fence stopped it)"
-    holder = DeltaApplier(spark)  # the next holder (epoch 2): the same step from the same progress
+    holder = TableWriter(spark)  # the next holder (epoch 2): the same step from the same progress
     holder.epoch = lambda: 2
     try:
         if late == "lands before the next holder reads":

@@ -1,4 +1,4 @@
-"""Into a table without data files the applier inserts instead of MERGEing (replicator.delta.merge):
+"""Into a table without data files the applier inserts instead of MERGEing (replicator.delta.writer):
 the result, the change data feed and the re-run skip must be the MERGE's."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
-from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import ColumnSpec, TableSpec
+from replicator.delta.writer import TableWriter, delta_ref
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def _ops(history: list[Any]) -> list[str]:
 def test_a_first_window_is_inserted_and_ends_as_a_merge_would(spark: Any, tmp_path: Path) -> None:
     step1 = [_up(1, "a"), _up(2, "b"), Change((3,), True, None), _up(4, "d")]
     step2 = [_up(2, "b2"), Change((4,), True, None), _up(5, "e")]
-    fast, plain = DeltaApplier(spark), DeltaApplier(spark)
+    fast, plain = TableWriter(spark), TableWriter(spark)
     plain.insert_into_empty = False
     paths = {"fast": str(tmp_path / "fast"), "plain": str(tmp_path / "plain")}
     for applier, path in ((fast, paths["fast"]), (plain, paths["plain"])):
@@ -61,7 +61,7 @@ def test_a_first_window_is_inserted_and_ends_as_a_merge_would(spark: Any, tmp_pa
 
 
 def test_a_table_with_rows_is_merged(spark: Any, tmp_path: Path) -> None:
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     path = str(tmp_path / "t")
     applier.create_table(path, SPEC)
     applier.merge(path, "t", SPEC, [_up(1, "a")], 1, {})
@@ -79,12 +79,12 @@ def _meta(ts: int) -> dict[str, Any]:
 def test_only_deletes_into_an_empty_table_change_nothing_even_when_run_again(spark: Any, tmp_path: Path) -> None:
     # Delta commits nothing for a MERGE that changes nothing, so a restarted run reads back an
     # older applied ts and runs it again: still nothing to change.
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     path = str(tmp_path / "t")
     applier.create_table(path, SPEC)
     res = applier.merge(path, "t", SPEC, [Change((1,), True, None)], 7, _meta(7))
     assert not res.skipped and res.kind == "merge"
-    rerun = DeltaApplier(spark)
+    rerun = TableWriter(spark)
     assert rerun.applied_ts(path, "t") == -1
     assert not rerun.merge(path, "t", SPEC, [Change((1,), True, None)], 7, _meta(7)).skipped
     assert _rows(spark, path) == []
@@ -95,13 +95,13 @@ def test_an_insert_already_committed_is_skipped_on_a_rerun_into_an_emptied_table
     # Applied, then a TRUNCATE of the same step emptied the table, then a crash before progress:
     # the rerun (a new process) finds the table empty again and must skip the insert by the
     # applied ts its commit recorded.
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     path = str(tmp_path / "t")
     applier.create_table(path, SPEC)
     assert not applier.merge(path, "t", SPEC, [_up(1, "a"), _up(2, "b")], 5, _meta(5)).skipped
     spark.sql(f"DELETE FROM {delta_ref(path)}")
     assert applier.empty_version(path) is not None
-    applier = DeltaApplier(spark)
+    applier = TableWriter(spark)
     rerun = applier.merge(path, "t", SPEC, [_up(1, "a"), _up(2, "b")], 5, _meta(5))
     assert rerun.skipped
     assert _rows(spark, path) == []

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
-from replicator.delta.merge import SMALL_MERGE_CONF, DeltaApplier, key_range_predicate
 from replicator.delta.typemap import ColumnSpec, TableSpec
+from replicator.delta.writer import SMALL_MERGE_CONF, TableWriter, key_range_predicate
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_key_range_conjuncts_change_no_result(spark: Any, tmp_path: Path) -> Non
     """Also the small-MERGE confs: `forced` runs without them (Spark's adaptive plans, the
     session's shuffle partitions), `default` with them; both end as the model says, and the
     session's own settings are back after every MERGE."""
-    forced, default = DeltaApplier(spark), DeltaApplier(spark)
+    forced, default = TableWriter(spark), TableWriter(spark)
     forced.key_range_min_bytes = 0
     forced.small_merge_conf = {}
     session = {k: spark.conf.get(k) for k in SMALL_MERGE_CONF}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from replicator.delta.merge import clear_unborn_table
+from replicator.delta.writer import clear_unborn_table
 from replicator.storage import StorageOptions, configure, storage_options
 from tests.s3_fixtures import S3Server
 

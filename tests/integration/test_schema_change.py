@@ -254,11 +254,11 @@ def test_forced_choices_and_a_type_change_widening_does_not_cover(spark: Any, tm
     from replicator.changes import Change
     from replicator.delta import features
     from replicator.delta.ddl import DdlApplier
-    from replicator.delta.merge import DeltaApplier
     from replicator.delta.warehouse import State
+    from replicator.delta.writer import TableWriter
     from replicator.events import DdlEvent
 
-    delta = DeltaApplier(spark)
+    delta = TableWriter(spark)
     ddl = DdlApplier(delta, Warehouse(tmp_path / "wh"))
     state = State()
     ddl.apply(state, DdlEvent(10, "db", "t", 3, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)"))

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.merge import delta_ref
 from replicator.delta.warehouse import Warehouse
+from replicator.delta.writer import delta_ref
 from replicator.errors import DecodeError
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation

@@ -18,8 +18,8 @@ from replicator.changes import Change
 from replicator.cli import main as cli_main
 from replicator.delta import features
 from replicator.delta.ddl import DdlApplier
-from replicator.delta.merge import DeltaApplier
 from replicator.delta.warehouse import State, Warehouse
+from replicator.delta.writer import TableWriter
 from replicator.events import DdlEvent
 from replicator.sim.simcheck import ActualTable, check_warehouse, compare_tables, read_warehouse, spark_value_to_json
 from replicator.sim.simulate import SimConfig, Simulation, produce
@@ -97,7 +97,7 @@ class Env:
     def __init__(self, spark: Any, root: Path, profile: str = "compatible") -> None:
         self.spark = spark
         self.wh = Warehouse(root)
-        self.delta = DeltaApplier(spark, table_features=profile)
+        self.delta = TableWriter(spark, table_features=profile)
         self.ddl = DdlApplier(self.delta, self.wh)
         self.ts = 1000
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.merge import DeltaApplier, is_conflict
 from replicator.delta.warehouse import Warehouse
+from replicator.delta.writer import TableWriter, is_conflict
 from replicator.engine.pipeline import Engine, RunOptions
 from replicator.mysql.tokens import quote_ident
 from replicator.sources.kafka import KafkaSettings, KafkaSource
@@ -133,9 +133,9 @@ def test_an_optimize_committing_inside_a_merge_makes_it_retry_and_stay_exact(
     topic = new_topic(kafka_bootstrap, 1, prefix="rel-merge-conflict")
     produce_stream(kafka_bootstrap, topic, stream.partitions, "open")
     gate = CommitDuringScan(spark, tmp_path)
-    plain = DeltaApplier.merge_sql
+    plain = TableWriter.merge_sql
 
-    def gated(self: DeltaApplier, path: str, spec: Any, view: str, key_range: str = "", *,
+    def gated(self: TableWriter, path: str, spec: Any, view: str, key_range: str = "", *,
               source_ref: str = "") -> str:
         gate.path = gate.path or path
         gate.register(self.spark)
@@ -143,7 +143,7 @@ def test_an_optimize_committing_inside_a_merge_makes_it_retry_and_stay_exact(
         return plain(self, path, spec, view, key_range,
                      source_ref=f"(SELECT * FROM {ref} AS g WHERE gate(g.`_op`) IS NOT NULL)")
 
-    monkeypatch.setattr(DeltaApplier, "merge_sql", gated)
+    monkeypatch.setattr(TableWriter, "merge_sql", gated)
     user = threading.Thread(target=gate.user, kwargs={"zorder_by": "id"}, daemon=True)
     user.start()
     source = KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}"))

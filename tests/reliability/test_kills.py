@@ -15,8 +15,8 @@ import pytest
 
 from replicator.codec import codec_for
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.merge import DeltaApplier
 from replicator.delta.warehouse import Warehouse, table_uid
+from replicator.delta.writer import TableWriter
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
@@ -127,7 +127,7 @@ def _tables_ahead_of_progress(spark: Any, wh: Path) -> int:
     """Tables whose Delta commits are ahead of the committed progress: the kill landed between a
     step's data and its progress (or between two tables of the step)."""
     state = Warehouse(wh).load_state()
-    delta = DeltaApplier(spark)
+    delta = TableWriter(spark)
     ahead = 0
     for entry in state.tables.values():
         if (Path(entry.path) / "_delta_log").is_dir() and delta.applied_ts(entry.path, entry.uid) > state.applied_ts:

@@ -162,9 +162,9 @@ def test_a_holder_paused_past_its_lease_commits_nothing_more(s3: S3Server, kafka
 
 
 def _table_versions(spark: Any, url: str) -> dict[str, int]:
-    from replicator.delta.merge import DeltaApplier
+    from replicator.delta.writer import TableWriter
 
-    delta = DeltaApplier(spark)
+    delta = TableWriter(spark)
     return {e.uid: delta.table_version(e.path) for e in Warehouse(url).load_state().tables.values()}
 
 

@@ -33,7 +33,7 @@ DDL_DOC = Path(__file__).resolve().parents[2] / "docs" / "ddl.md"
 
 
 class NoDelta:
-    """Stands in for DeltaApplier where a handler must not touch Delta at all."""
+    """Stands in for TableWriter where a handler must not touch Delta at all."""
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"catalog-only DDL touched Delta ({name})")

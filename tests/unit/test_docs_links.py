@@ -1,7 +1,7 @@
 """The README is a front door and the docs link up: every relative link in README.md and docs/**/*.md
 leads to a file or directory that exists, and an anchor into a Markdown page names one of its headings.
 Code spans of those pages, schemas/*.md and the notebooks' Markdown cells that name a file of this
-repository (`replicator/engine/loop.py`, `engine/loop.py`, `java/s3commit`, `bench/`, `merge.py`, a
+repository (`replicator/engine/loop.py`, `engine/loop.py`, `java/s3commit`, `bench/`, `writer.py`, a
 Layout row's `window.py`) or a module or class of ours (`replicator.delta.explore`,
 `replicator.s3commit.Pin`) name one that exists, so a module that moves or becomes a package cannot
 leave the docs pointing at its old place."""
@@ -116,7 +116,7 @@ def path_problem(span: str, root: Path = ROOT, source_names: set[str] | None = N
     `tests/...` (any of TOP_DIRS) resolve from the root, `engine/loop.py` (a package of replicator/)
     under replicator/; another path with a slash resolves in the table row's directory or one of
     RELATIVE_BASES when it ends like a file of ours or in `/`, or starts with a directory there
-    (`java/s3commit`). A bare `merge.py` must be a file under the row's directory, else of SOURCE_DIRS;
+    (`java/s3commit`). A bare `writer.py` must be a file under the row's directory, else of SOURCE_DIRS;
     an anchor into a Markdown page must name one of its headings."""
     m = _PATH_SPAN.match(span)
     if not m:
@@ -272,13 +272,13 @@ def test_layout_rows_give_their_directory() -> None:
 
 def test_code_paths_are_checked_where_they_name_repository_files() -> None:
     """The drift this check is for: a module renamed, moved or turned into a package."""
-    names = {"merge.py", "loop.py"}
+    names = {"writer.py", "loop.py"}
 
     def problem(span: str) -> str | None:
         return path_problem(span, source_names=names)
 
     for fine in ["replicator/engine/loop.py", "engine/loop.py", "codec/craft/", "replicator/delta/",
-                 "bench/", "tests/unit/test_docs_links.py", "docs/craft.md#batching", "merge.py", "craft/",
+                 "bench/", "tests/unit/test_docs_links.py", "docs/craft.md#batching", "writer.py", "craft/",
                  "java/s3commit", "localkafka/", "unit/", "integration/test_install.py",
                  "grafana/replicator.json", "prometheus/fetch.sh"]:
         assert problem(fine) is None, fine

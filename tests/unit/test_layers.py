@@ -74,7 +74,7 @@ def _insert_after_future(path: Path, code: str) -> int:
 
 def test_upward_imports_are_reported_eager_lazy_and_type_checking(tree: Path) -> None:
     pkg = tree / "replicator"
-    top = _insert_after_future(pkg / "delta" / "merge.py", "from replicator.engine import window")
+    top = _insert_after_future(pkg / "delta" / "writer.py", "from replicator.engine import window")
     with (pkg / "codec" / "values.py").open("a", encoding="utf-8") as f:
         f.write("\n\ndef _lazy() -> None:\n    import replicator.sim.demo  # noqa\n")
     lazy = len((pkg / "codec" / "values.py").read_text(encoding="utf-8").splitlines())
@@ -86,7 +86,7 @@ def test_upward_imports_are_reported_eager_lazy_and_type_checking(tree: Path) ->
 
     assert bad == [
         Import("replicator.codec.values", "replicator.sim.demo", lazy),
-        Import("replicator.delta.merge", "replicator.engine.window", top),
+        Import("replicator.delta.writer", "replicator.engine.window", top),
         Import("replicator.storage.local", "replicator.delta.edge", typed),
     ]
     reported = [line for line in check(tree) if not line.startswith("import cycle: ")]

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from replicator.changes import collapse
 from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions
-from replicator.delta.merge import DeltaApplier
 from replicator.delta.typemap import spec_from_row
+from replicator.delta.writer import TableWriter
 from replicator.engine.window import Windower
 from replicator.errors import ReplicatorError, SchemaError
 from replicator.events import TP, Column, Flag, Op, Position, RowChange, TypeCode
@@ -189,7 +189,7 @@ def test_last_change_per_key_equals_the_drivers_collapse(rows: list[RowChange]) 
     # The driver: rows in (commit ts, arrival) order; arrival is offset order within a partition (a
     # key's changes all travel on one partition: TiCDC routes by table or key).
     ordered = sorted(rows, key=lambda r: (r.commit_ts, r.position.offset if r.position else 0))
-    want = DeltaApplier.source_table(None, SPEC, collapse(ordered, SPEC.key)).to_pylist()  # type: ignore[arg-type]
+    want = TableWriter.source_table(None, SPEC, collapse(ordered, SPEC.key)).to_pylist()  # type: ignore[arg-type]
     got = [{k: v for k, v in r.items() if k.startswith("_c") or k == "_op"} for r in last.values()]
     assert sorted(got, key=lambda r: r["_c0"]) == sorted(want, key=lambda r: r["_c0"])
 

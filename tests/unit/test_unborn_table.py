@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.delta.merge import clear_unborn_table
+from replicator.delta.writer import clear_unborn_table
 from replicator.errors import LeaseLostError
 from replicator.storage.lease import Lease
 from replicator.storage.local import LocalFileIO

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from replicator.delta import features
 from replicator.delta.ddl.widening import norm_type
-from replicator.delta.merge import DeltaApplier, delta_ref
 from replicator.delta.typemap import quote_string
 from replicator.delta.warehouse import Warehouse
+from replicator.delta.writer import TableWriter, delta_ref
 from replicator.events import DdlEvent
 from replicator.faults import fault_point
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class DdlOps:
     """What a DDL handler does to Delta, and the applier's state it reads (`step`, `created`)."""
 
-    def __init__(self, applier: DeltaApplier, warehouse: Warehouse) -> None:
+    def __init__(self, applier: TableWriter, warehouse: Warehouse) -> None:
         self.delta = applier
         self.warehouse = warehouse
         self.step = 0  # the step log number of the DDL being applied (feature upgrades' userMetadata)

@@ -17,13 +17,13 @@ from replicator.delta.ddl.base import (
     _unknown,
 )
 from replicator.delta.ddl.partitions import partition_predicate
-from replicator.delta.merge import delta_ref
 from replicator.delta.typemap import (
     TableSpec,
     parse_sql,
     spec_from_create,
 )
 from replicator.delta.warehouse import State, TableEntry, table_uid
+from replicator.delta.writer import delta_ref
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, RowChange
 from replicator.mysql.partitions import add_partitions, parse_partition_op, parse_partitioning, split_partition_clause

@@ -251,7 +251,7 @@ class MergeResult:
     pre_images: bool = False
 
 
-class DeltaApplier(DeltaEdge):
+class TableWriter(DeltaEdge):
     """All Delta writes of the engine go through here (one SparkSession, serial per table).
 
     Statement execution, conflict retries and Delta log lookups are the edge's (`DeltaEdge`)."""
@@ -282,10 +282,10 @@ class DeltaApplier(DeltaEdge):
         # from its log (`applied_ts`); shared with the appliers `for_session` derives.
         self._applied: dict[tuple[str, str], int] = {}
 
-    def for_session(self, spark: SparkSession) -> DeltaApplier:
+    def for_session(self, spark: SparkSession) -> TableWriter:
         """The same applier on another Spark session (a concurrent MERGE worker's): same settings,
         conflict retries counted together; session confs stay per session."""
-        other = DeltaApplier(spark, self.table_features)
+        other = TableWriter(spark, self.table_features)
         other.schema_change, other.rewrite_limit = self.schema_change, self.rewrite_limit
         other.merge_conf = dict(self.merge_conf)
         other.key_range_pruning = self.key_range_pruning
