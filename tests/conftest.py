@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-pytest_plugins = ["tests.kafka_fixtures", "tests.s3_fixtures", "tests.catalog_fixtures"]
+pytest_plugins = ["tests.kafka_fixtures", "tests.s3_fixtures", "tests.catalog_fixtures", "tests.support.env"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -12,7 +12,6 @@ import json
 import re
 import socket
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.waiting import poll_until
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".cache" / "prometheus" / "usr" / "bin"
@@ -115,17 +116,18 @@ def running_prometheus(workdir: Path, targets: list[str], rule_files: list[Path]
              f"--web.listen-address=127.0.0.1:{port}"],
             stdout=out, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True)
     server = Prometheus(f"http://127.0.0.1:{port}", proc, log)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"prometheus exited with {proc.returncode}:\n{server.tail()}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as resp:
+            if resp.status == 200:
+                return True
+        return False
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"prometheus exited with {proc.returncode}:\n{server.tail()}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as resp:
-                if resp.status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"prometheus not ready after 30 s:\n{server.tail()}")
-            time.sleep(0.1)
+        if not poll_until(ready, 30, every=0.1):
+            raise AssertionError(f"prometheus not ready after 30 s:\n{server.tail()}")
         yield server
     finally:
         if proc.poll() is None:

@@ -37,7 +37,7 @@ def to_write(*, force: bool = False) -> Path | None:
     """The archive this installation still lacks (all of it with `force`); None: it exists, or off."""
     from replicator.delta import spark as sparkmod
 
-    path = archive_path(sparkmod.JVM_ARCHIVE_DIR, sparkmod._jar_paths())
+    path = archive_path(sparkmod.JVM_ARCHIVE_DIR, sparkmod.jar_paths())
     return None if path is None or (path.is_file() and not force) else path
 
 

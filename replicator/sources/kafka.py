@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import re
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -140,24 +140,26 @@ class KafkaSource:
     unreachable for `retry_budget_s` the run stops with KafkaSourceError. Progress up to the last
     applied step is durable, so nothing is lost and a rerun continues. Offsets no longer retained
     (`auto_offset_reset="none"`) stop the run instead of silently skipping to the earliest ones.
+    Its broker clients: `consumer_factory(**config)`, `admin_factory(**config)` (kafka-python's by default).
     """
 
     PROBE_TIMEOUT_MS = 5000
     COMMIT_TIMEOUT_MS = 5000
     METADATA_RETRY_S = 1.0  # after a failed metadata request, the next one waits this long
 
-    def __init__(self, settings: KafkaSettings, hints: SourceHints | None = None) -> None:
-        from kafka import KafkaConsumer
+    def __init__(self, settings: KafkaSettings, hints: SourceHints | None = None, *,
+                 consumer_factory: Callable[..., Any] | None = None, admin_factory: Callable[..., Any] | None = None
+                 ) -> None:
+        from kafka import KafkaAdminClient, KafkaConsumer
         from kafka.errors import KafkaError
 
         if bool(settings.named_topics) == (settings.topic_pattern is not None):
             raise ConfigError("give the topics to read: --topic (repeatable) or --topic-pattern, not both")
-        self.settings = settings
-        self.hints = hints or SourceHints()
-        self.name = settings.source_name
+        self.settings, self.hints, self.name = settings, hints or SourceHints(), settings.source_name
         self._KafkaError = KafkaError
+        self._admin_factory = admin_factory or KafkaAdminClient
         try:
-            self._consumer = KafkaConsumer(
+            self._consumer = (consumer_factory or KafkaConsumer)(
                 bootstrap_servers=settings.bootstrap_servers.split(","),
                 group_id=settings.group_id,
                 enable_auto_commit=False,
@@ -460,9 +462,7 @@ class KafkaSource:
         s = self.settings
         try:
             if self._admin is None:
-                from kafka import KafkaAdminClient
-
-                self._admin = KafkaAdminClient(
+                self._admin = self._admin_factory(
                     bootstrap_servers=s.bootstrap_servers.split(","), client_id="replicator-metadata",
                     request_timeout_ms=self.PROBE_TIMEOUT_MS, bootstrap_timeout_ms=self.PROBE_TIMEOUT_MS,
                     reconnect_backoff_max_ms=self.METADATA_RETRY_S * 1000, **dict(s.security or {}))

@@ -53,7 +53,9 @@ log = logging.getLogger("replicator")
 DEFAULT_LEASE_SECONDS = 60.0
 
 
-def _boot_id() -> str:
+def boot_id() -> str:
+    """This machine's boot (the kernel's random boot id); "" unknown. With the host name and the
+    pid namespace it tells whether a holder's record is of this machine (`Holder.dead_here`)."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             return f.read().strip()
@@ -61,7 +63,8 @@ def _boot_id() -> str:
         return ""
 
 
-def _pid_namespace() -> str:
+def pid_namespace() -> str:
+    """This process's pid namespace (containers on one host have their own); "" unknown."""
     try:
         return os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -157,8 +160,8 @@ class Holder:
         """Provably gone: a process of this machine (same host, boot and pid namespace) that no
         longer exists, or whose pid now belongs to a process started at another time. A record
         without its pid namespace or start time (an older replicator) is never provably gone."""
-        if not (self.host == socket.gethostname() and self.boot and self.boot == _boot_id()
-                and self.pidns and self.pidns == _pid_namespace() and self.start):
+        if not (self.host == socket.gethostname() and self.boot and self.boot == boot_id()
+                and self.pidns and self.pidns == pid_namespace() and self.start):
             return False
         return not pid_alive(self.pid) or process_start(self.pid) != self.start
 
@@ -176,8 +179,8 @@ class Lease:
         self.what = what
         self.grace = grace if grace is not None else min(5.0, seconds / 6)
         self.margin = min(5.0, seconds / 6)
-        self.me = Holder(holder=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(), boot=_boot_id(),
-                         since=0.0, expires_at=0.0, pidns=_pid_namespace(), start=process_start(os.getpid()))
+        self.me = Holder(holder=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(), boot=boot_id(),
+                         since=0.0, expires_at=0.0, pidns=pid_namespace(), start=process_start(os.getpid()))
         self._etag: str | None = None
         self._expires_at = 0.0
         self._deadline = 0.0  # monotonic: past it the lease is lost (module doc)

@@ -1,4 +1,5 @@
-"""Helpers for integration tests: produce raw records, run the engine, read tables back."""
+"""Helpers for integration tests: produce raw records, run the engine, read tables back (waiting, the
+CLI, environments and progress files: tests/support)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from kafka import KafkaProducer
 from replicator.codec.values import DecodeOptions
 from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
-from replicator.shards import ShardSpec
 from replicator.sources.kafka import KafkaSettings, KafkaSource
 
 
@@ -38,22 +38,6 @@ def run_engine(bootstrap: str, topic: str, warehouse: Path, spark: Any, protocol
     opts = RunOptions(warehouse=str(warehouse), protocol=protocol, until_caught_up=True,  # type: ignore[arg-type]
                       decode=kw.pop("decode", DecodeOptions()), progress=False, **kw)
     return Engine(source, opts, spark=spark).run()
-
-
-def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
-    """`replicator ARGV` in this process (the session's Spark shared): exit code, stdout, stderr."""
-    from replicator.cli import main
-
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def applied_ts(warehouse: Path, shard: ShardSpec | None = None) -> int:
-    """The applied ts of a warehouse (with `shard`, of that shard's progress): the upstream commit
-    ts its state.json says every table holds; 0 before the first step commits."""
-    return Warehouse(warehouse, shard=shard).load_state().applied_ts
 
 
 def read_table(spark: Any, warehouse: Path, schema: str, table: str) -> list[dict[str, Any]]:

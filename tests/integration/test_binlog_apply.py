@@ -3,17 +3,13 @@ chained transactions, hostile identifiers and values, crashes (hook and real SIG
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
 import re
-import signal
 import subprocess
-import sys
 import threading
 import time
-from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +23,9 @@ from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.delta.writer import TableWriter
 from replicator.formats.binlog import BinlogWriter, read_binlog
 from tests.integration.concurrency import CommitDuringScan
+from tests.support.cli import cli_stdout, kill_group, replicator_argv
+from tests.support.env import cli_env
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -49,25 +48,17 @@ def q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def cli(*argv: str) -> str:
-    """Run the CLI in-process (the session's Spark is reused); returns its stdout."""
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        assert main(list(argv)) == 0, argv
-    return buf.getvalue()
-
-
 def write_workload(log: Path) -> None:
     """The seed's session (through the CLI) plus interleaved, rolled-back and chained transactions."""
-    cli("binlog", "write", "--file", str(log), "--trans", "100",
-        "CREATE TABLE whatever (nick VARCHAR(32) PRIMARY KEY, name VARCHAR(64))")
-    cli("binlog", "write", "--file", str(log), "--trans", "100", "--commit")
+    cli_stdout("binlog", "write", "--file", str(log), "--trans", "100",
+               "CREATE TABLE whatever (nick VARCHAR(32) PRIMARY KEY, name VARCHAR(64))")
+    cli_stdout("binlog", "write", "--file", str(log), "--trans", "100", "--commit")
     for nick, name in SEED_WRITES:  # the seed's three binlog_writer commands ...
-        cli("binlog", "write", "--file", str(log), "--trans", "1", "--set", f"nick={nick}", "--set", f"name={name}",
-            "INSERT INTO whatever VALUES (@nick,@name)")
-    out = cli("binlog", "read", str(log))  # ... and its binlog_reader
+        cli_stdout("binlog", "write", "--file", str(log), "--trans", "1", "--set", f"nick={nick}",
+                   "--set", f"name={name}", "INSERT INTO whatever VALUES (@nick,@name)")
+    out = cli_stdout("binlog", "read", str(log))  # ... and its binlog_reader
     assert SEED_SHAPE in re.sub(r"# Timestamp: \d+", "# Timestamp: <ts>", out)
-    cli("binlog", "write", "--file", str(log), "--trans", "1", "--commit")
+    cli_stdout("binlog", "write", "--file", str(log), "--trans", "1", "--commit")
     t = f"shop.{q(WEIRD_TABLE)}"
     with BinlogWriter(log, rotate_bytes=700) as w:
         w.write_query(2, f"CREATE TABLE {t} ({q(WEIRD_COL)} VARCHAR(300) PRIMARY KEY, v TEXT, n INT)")
@@ -180,22 +171,15 @@ def test_sigkill_during_apply_then_resume_equals_uninterrupted(spark: Any, refer
     wh = tmp_path / "wh"
     state = wh / "_replicator" / "binlog.json"
     after = rnd.randint(2, 9)  # statements recorded before the kill becomes possible
-    env = {**os.environ, "REPLICATOR_SHUFFLE_PARTITIONS": "1", "REPLICATOR_DRIVER_MEMORY": "1g"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "replicator", "run", "--binlog", str(reference.log), "--warehouse", str(wh)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
-    )
+    proc = subprocess.Popen(replicator_argv("run", "--binlog", str(reference.log), "--warehouse", str(wh)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), start_new_session=True)
     try:
-        deadline = time.monotonic() + 400
-        while proc.poll() is None and time.monotonic() < deadline:
-            if state.exists() and json.loads(state.read_text()).get("statements", 0) >= after:
-                break
-            time.sleep(0.05)
+        poll_until(lambda: proc.poll() is not None
+                   or (state.exists() and json.loads(state.read_text()).get("statements", 0) >= after), 400, every=0.05)
         time.sleep(rnd.uniform(0.0, 1.5))  # somewhere inside the next statement (or between two)
         assert proc.poll() is None, f"the apply ended before the kill (seed {seed}): {proc.stderr.read()!r}"  # type: ignore[union-attr]
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM, like a machine crash
-        proc.wait(timeout=60)
+        kill_group(proc)  # the Python driver and its JVM, like a machine crash
     killed_at = json.loads(state.read_text())
     summary = BinlogApplier(wh, spark).run([reference.log])
     assert summary.last_gtid == (1, 6), f"seed {seed}"
@@ -234,7 +218,7 @@ def test_corrupt_frame_stops_the_apply_at_its_offset(spark: Any, tmp_path: Path,
 def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Reference, tmp_path: Path) -> None:
     """`replicator tables` on a warehouse written by `run --binlog` (it used to fail: "not a
     replicator warehouse"), and on one holding tables of both sources."""
-    listed = json.loads(cli("tables", "--warehouse", str(reference.wh), "--json"))
+    listed = json.loads(cli_stdout("tables", "--warehouse", str(reference.wh), "--json"))
     state = load_state(reference.wh / "_replicator" / "binlog.json")
     live = sorted((t.db, t.table) for t in state.tables if t.status == "live")
     assert sorted((r["schema"], r["table"]) for r in listed) == live
@@ -244,7 +228,7 @@ def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Refe
     assert set(whatever) == {"schema", "table", "path", "key", "applied_ts", "source", "reader_features", "rows",
                              "readers", "reader_changes", "catalog"}
     assert whatever["reader_features"] == ["columnMapping", "deletionVectors"]
-    assert "commit #6" in cli("tables", "--warehouse", str(reference.wh))
+    assert "commit #6" in cli_stdout("tables", "--warehouse", str(reference.wh))
 
     wh = tmp_path / "wh"
     log = tmp_path / "log.bin"
@@ -258,10 +242,10 @@ def test_tables_lists_binlog_tables_and_both_sources(spark: Any, reference: Refe
     TableWriter(spark).create_table(path, spec)
     kafka_wh.save_state(State(applied_ts=42, tables={"u1": TableEntry(
         uid="u1", schema="shop", table="k", path=path, spec=spec.to_json())}))
-    both = json.loads(cli("tables", "--warehouse", str(wh), "--json"))
+    both = json.loads(cli_stdout("tables", "--warehouse", str(wh), "--json"))
     assert [(r["source"], r["schema"], r["table"], r["key"], r["applied_ts"]) for r in both] == [
         ("kafka", "shop", "k", ["id"], 42), ("binlog", "default", "b", ["id"], None)]
-    readable = cli("tables", "--warehouse", str(wh))
+    readable = cli_stdout("tables", "--warehouse", str(wh))
     assert "kafka" in readable and "binlog" in readable
 
 

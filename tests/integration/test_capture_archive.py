@@ -9,11 +9,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +25,9 @@ from replicator.sources.capture import CaptureOptions, capture
 from tests.integration.helpers import produce as produce_raw
 from tests.integration.helpers import run_engine
 from tests.kafka_fixtures import new_topic
+from tests.support.cli import replicator_argv, run_replicator
+from tests.support.env import clean_env
+from tests.support.waiting import Deadline, poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -75,10 +75,9 @@ def test_capture_archive_run_equals_kafka_run(kafka_bootstrap: str, spark: Any, 
 def test_simulate_cli_craft_matches_expected(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
     topic = new_topic(kafka_bootstrap, 2, prefix="sim-craft")
     expected = tmp_path / "expected.json"
-    cmd = [sys.executable, "-m", "replicator", "simulate", "--protocol", "craft", "--bootstrap-servers",
-           kafka_bootstrap, "--topic", topic, "--events", "1000", "--partitions", "2", "--tables", "3",
-           "--seed", "17", "--expected", str(expected)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    simulate = ("simulate", "--protocol", "craft", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+                "--events", "1000", "--partitions", "2", "--tables", "3", "--seed", "17", "--expected", str(expected))
+    out = run_replicator(*simulate, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "partition 0:" in out.stdout and "partition 1:" in out.stdout
     state = ExpectedState.load(expected)
@@ -89,7 +88,7 @@ def test_simulate_cli_craft_matches_expected(kafka_bootstrap: str, spark: Any, t
     assert state.generator["ddl"] and summary.ddl_applied == state.stats["ddl"]
 
     # A second simulate into the same (now non-empty) topic is refused: its expected state would lie.
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    again = run_replicator(*simulate, timeout=300)
     assert again.returncode == 2 and "already holds records" in again.stderr
 
 
@@ -140,21 +139,21 @@ def test_capture_follows_until_sigterm(kafka_bootstrap: str, tmp_path: Path) -> 
     topic = new_topic(kafka_bootstrap, 1, prefix="follow")
     produce_raw(kafka_bootstrap, topic, [(0, b"\x00" * 7 + b"\x01", b"x%d" % i) for i in range(5)])
     out = tmp_path / "arch"
-    proc = subprocess.Popen([sys.executable, "-m", "replicator", "capture", "--bootstrap-servers", kafka_bootstrap,
-                             "--topic", topic, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def archived_all_five() -> bool:
+        try:
+            return len(list(read_archive(out))) == 5
+        except Exception:  # not created or mid-write yet
+            return False
+
+    proc = subprocess.Popen(replicator_argv("capture", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+                                            "--out", str(out)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=clean_env(PYTHONUNBUFFERED="1"))
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if len(list(read_archive(out))) == 5:
-                    break
-            except Exception:  # not created or mid-write yet
-                pass
-            time.sleep(0.5)
+        deadline = Deadline(120)
+        poll_until(archived_all_five, deadline, every=0.5)
         produce_raw(kafka_bootstrap, topic, [(0, b"\x00" * 7 + b"\x01", b"late")])
-        while time.monotonic() < deadline and len(list(read_archive(out))) < 6:
-            time.sleep(0.5)
+        poll_until(lambda: len(list(read_archive(out))) >= 6, deadline, every=0.5)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
     finally:

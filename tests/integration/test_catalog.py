@@ -24,10 +24,13 @@ from replicator.cli import main
 from replicator.codec.open_protocol import encode_ddl, encode_resolved, encode_rows
 from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, DdlEvent, Flag, Op, RowChange, TypeCode
-from tests.integration.helpers import applied_ts, produce
+from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, tail, wait_for
 from tests.s3_fixtures import S3Server
+from tests.support.cli import kill_group, replicator_argv, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
+from tests.support.warehouse import applied_ts
 
 pytestmark = pytest.mark.integration
 
@@ -138,9 +141,9 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
     topic = new_topic(kafka_bootstrap, 2, prefix="catalog")
     produce(kafka_bootstrap, topic, st.flush())
     wh, log = tmp_path / "wh", tmp_path / "follower.log"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--catalog-uri", catalog_uri,
-           "--catalog-database-prefix", prefix]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+                          "--protocol", "open", "--warehouse", str(wh), "--catalog-uri", catalog_uri,
+                          "--catalog-database-prefix", prefix)
     with open(log, "wb") as err:
         follower = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(), start_new_session=True)
     reader: Reader | None = None
@@ -228,9 +231,9 @@ def test_catalog_registers_tables_of_an_s3a_warehouse(kafka_bootstrap: str, cata
     topic = new_topic(kafka_bootstrap, 2, prefix="catalog-s3")
     produce(kafka_bootstrap, topic, st.flush())
     wh, log = s3_server.warehouse_url("catalog"), tmp_path / "run.log"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", wh, "--until-caught-up", "--catalog-uri", catalog_uri,
-           "--catalog-database-prefix", prefix]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+                          "--protocol", "open", "--warehouse", wh, "--until-caught-up", "--catalog-uri", catalog_uri,
+                          "--catalog-database-prefix", prefix)
     with open(log, "wb") as err:
         run = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(**s3_server.env()),
                              timeout=300, check=False)
@@ -258,9 +261,9 @@ def test_shards_register_their_own_tables_and_leave_the_others(kafka_bootstrap: 
     topic = new_topic(kafka_bootstrap, 2, prefix="catalog-shards")
     produce(kafka_bootstrap, topic, st.flush())
     wh, log = tmp_path / "wh", tmp_path / "runs.log"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--catalog-uri", catalog_uri,
-           "--catalog-database-prefix", prefix]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+                          "--warehouse", str(wh), "--until-caught-up", "--catalog-uri", catalog_uri,
+                          "--catalog-database-prefix", prefix)
 
     def run(*shards: int) -> None:
         with open(log, "ab") as err:

@@ -14,33 +14,32 @@ import pytest
 from replicator.delta.rowcount import count_rows
 from replicator.delta.warehouse import Warehouse
 from replicator.sim.expected import ExpectedState
-from tests.integration.helpers import run_cli
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
 
 
-def test_check_and_tables_on_a_simulated_warehouse(spark: Any, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_and_tables_on_a_simulated_warehouse(spark: Any, tmp_path: Path) -> None:
     archive, truth, wh = tmp_path / "archive", tmp_path / "truth.json", tmp_path / "warehouse"
-    assert run_cli(capsys, "simulate", "--protocol", "open", "--out", str(archive), "--events", "200", "--tables", "2",
+    assert run_cli("simulate", "--protocol", "open", "--out", str(archive), "--events", "200", "--tables", "2",
                 "--partitions", "2", "--ddl", "none", "--seed", "29", "--expected", str(truth))[0] == 0
-    code, out, err = run_cli(capsys, "run", "--archive", str(archive), "--warehouse", str(wh))
+    code, out, err = run_cli("run", "--archive", str(archive), "--warehouse", str(wh))
     assert code == 0, out + err
     expected = ExpectedState.load(truth)
     total = sum(len(rows) for rows in expected.tables.values())
 
-    code, out, err = run_cli(capsys, "check", "--warehouse", str(wh), "--expected", str(truth))
+    code, out, err = run_cli("check", "--warehouse", str(wh), "--expected", str(truth))
     assert code == 0, out + err
     assert out == f"warehouse {wh} matches {truth}: {len(expected.tables)} tables, {total:,} rows compared\n"
-    code, out, _ = run_cli(capsys, "check", "--warehouse", str(wh), "--expected", str(truth), "--json")
+    code, out, _ = run_cli("check", "--warehouse", str(wh), "--expected", str(truth), "--json")
     assert code == 0 and json.loads(out) == {
         "ok": True, "tables": len(expected.tables), "rows": total, "warehouse_tables": len(expected.tables),
         "warehouse_rows": total, "differences": [], "differences_total": 0}
 
-    # `tables` piped (capsys: stdout is not a terminal): tab-separated, whole paths, exact counts
+    # `tables` piped (run_cli: stdout is not a terminal): tab-separated, whole paths, exact counts
     state = Warehouse(wh).load_state()
-    code, out, _ = run_cli(capsys, "tables", "--warehouse", str(wh))
+    code, out, _ = run_cli("tables", "--warehouse", str(wh))
     assert code == 0
     header, *lines = out.splitlines()
     assert header.split("\t") == ["schema", "table", "rows", "key", "applied", "reader_features", "path", "source",
@@ -50,7 +49,7 @@ def test_check_and_tables_on_a_simulated_warehouse(spark: Any, tmp_path: Path,
     assert {name: c[6] for name, c in listed.items()} == {
         f"{e.schema_name}.{e.table}": e.path for e in state.live_tables()}
     assert all(len(c[6]) > 40 and c[6] in out for c in listed.values())
-    code, out, _ = run_cli(capsys, "tables", "--warehouse", str(wh), "--json")
+    code, out, _ = run_cli("tables", "--warehouse", str(wh), "--json")
     assert {f"{r['schema']}.{r['table']}": r["rows"] for r in json.loads(out)} == {
         n: len(r) for n, r in expected.tables.items()}
 
@@ -59,21 +58,21 @@ def test_check_and_tables_on_a_simulated_warehouse(spark: Any, tmp_path: Path,
     assert entry is not None and expected.tables["shop.customers"]
     row = min(expected.tables["shop.customers"], key=lambda r: abs(int(r["id"])))
     spark.sql(f"UPDATE delta.`{entry.path}` SET name = 'tampered' WHERE id = {int(row['id'])}")
-    code, out, _ = run_cli(capsys, "check", "--warehouse", str(wh), "--expected", str(truth))
+    code, out, _ = run_cli("check", "--warehouse", str(wh), "--expected", str(truth))
     assert code == 1
     assert out.splitlines()[0] == f"warehouse {wh} differs from {truth}: 1 difference (shop.customers: 1)"
     assert f"  shop.customers: row id={int(row['id'])} column name: expected {row['name']!r}, " \
            "warehouse 'tampered'" in out.splitlines()
-    code, out, _ = run_cli(capsys, "check", "--warehouse", str(wh), "--expected", str(truth), "--json")
+    code, out, _ = run_cli("check", "--warehouse", str(wh), "--expected", str(truth), "--json")
     doc = json.loads(out)
     assert code == 1 and doc["ok"] is False and doc["differences_total"] == 1
     assert doc["differences"][0].startswith(f"shop.customers: row id={int(row['id'])} column name:")
 
     # an unreadable expected file or a directory that is no warehouse: one line, exit 2
-    code, out, err = run_cli(capsys, "check", "--warehouse", str(wh), "--expected", str(tmp_path / "nope.json"))
+    code, out, err = run_cli("check", "--warehouse", str(wh), "--expected", str(tmp_path / "nope.json"))
     assert (code, out) == (2, "") and err.startswith("replicator check: error: cannot read expected state ")
     assert err.count("\n") == 1
-    code, out, err = run_cli(capsys, "check", "--warehouse", str(archive), "--expected", str(truth))
+    code, out, err = run_cli("check", "--warehouse", str(archive), "--expected", str(truth))
     assert (code, out) == (2, "") and "is not a warehouse written by `replicator run`" in err
 
 

@@ -5,7 +5,6 @@ subprocesses)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +13,15 @@ import pytest
 
 from replicator.cli import main
 from replicator.delta import jvm_archive
-from replicator.delta.spark import JVM_ARCHIVE_DIR, _jar_paths
+from replicator.delta.spark import JVM_ARCHIVE_DIR, jar_paths
+from tests.support.cli import run_replicator
+from tests.support.env import clean_env
 
 pytestmark = pytest.mark.integration
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REPLICATOR_JIT", "REPLICATOR_JVM_ARCHIVE"))}
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+    return clean_env("REPLICATOR_JIT*", "REPLICATOR_JVM_ARCHIVE*", **{"PYTHONUNBUFFERED": "1", **extra})
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,8 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(stream: Path, warehouse: Path, env: dict[str, str]) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-m", "replicator", "run", "--archive", str(stream), "--warehouse", str(warehouse),
-         "--json-summary"], capture_output=True, text=True, env=env, timeout=600)
+    out = run_replicator("run", "--archive", str(stream), "--warehouse", str(warehouse), "--json-summary", env=env,
+                         timeout=600)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1, out.stdout  # the summary alone: nothing of the JVM's on stdout
@@ -48,7 +47,7 @@ def test_a_catch_up_run_maps_the_archive_and_uses_the_quick_compiler(stream: Pat
     built = subprocess.run([sys.executable, "-m", "replicator.sim.jvm_archive"], capture_output=True, text=True,
                            env=_env(), timeout=900)
     assert built.returncode == 0, built.stderr
-    path = jvm_archive.archive_path(JVM_ARCHIVE_DIR, _jar_paths())
+    path = jvm_archive.archive_path(JVM_ARCHIVE_DIR, jar_paths())
     assert path is not None and path.is_file(), built.stdout + built.stderr
     cds_log, vm_log = tmp_path / "cds.log", tmp_path / "vm.log"
     _run(stream, tmp_path / "wh", _env(REPLICATOR_DRIVER_JAVA_OPTIONS=(

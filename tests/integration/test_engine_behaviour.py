@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,9 @@ from replicator.errors import DecodeError, StateError
 from tests.integration.helpers import open_frame, produce, read_table, run_engine
 from tests.integration.test_engine_seed import PAST_SECOND_TXN, resolved, seed_records
 from tests.kafka_fixtures import new_topic
+from tests.support.cli import replicator_argv, run_replicator
+from tests.support.waiting import Deadline, poll_until
+from tests.support.warehouse import applied_ts
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +39,7 @@ def test_undecodable_message_is_dead_lettered_and_stops_with_position(
     dead = read_dead_letters(spark, Warehouse(wh))
     assert len(dead) == 1 and dead[0]["partition"] == 0 and dead[0]["value"] == garbage[2]
     # The complete first window before the bad message was applied; nothing after it.
-    state = Warehouse(wh).load_state()
-    assert state.applied_ts < PAST_SECOND_TXN
+    assert applied_ts(wh) < PAST_SECOND_TXN
     # Re-running stops again at the same message (nothing skipped silently) ...
     with pytest.raises(DecodeError):
         run_engine(kafka_bootstrap, topic, wh, spark)
@@ -72,22 +72,16 @@ def test_follow_mode_stops_cleanly_on_sigterm_and_replay_offsets(kafka_bootstrap
     recs = seed_records(closing=False)
     produce(kafka_bootstrap, topic, recs)
     wh = tmp_path / "wh"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--json-summary"]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+                          "--warehouse", str(wh), "--json-summary")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
-        state_path = Warehouse(wh).state_path
-        while time.monotonic() < deadline:  # wait until the first window is applied
-            if state_path.exists() and Warehouse(wh).load_state().applied_ts >= 415508881038376963:
-                break
-            time.sleep(0.5)
+        deadline = Deadline(120)
+        # wait until the first window is applied
+        poll_until(lambda: applied_ts(wh) >= 415508881038376963, deadline, every=0.5)
         # More data arrives while following.
         produce(kafka_bootstrap, topic, [(p, *open_frame([resolved(PAST_SECOND_TXN)], [b""])) for p in (0, 1)])
-        while time.monotonic() < deadline:
-            if Warehouse(wh).load_state().applied_ts == PAST_SECOND_TXN:
-                break
-            time.sleep(0.5)
+        poll_until(lambda: applied_ts(wh) == PAST_SECOND_TXN, deadline, every=0.5)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -100,10 +94,8 @@ def test_follow_mode_stops_cleanly_on_sigterm_and_replay_offsets(kafka_bootstrap
     # replay --from-offsets into a fresh warehouse from mid-stream: the table was created before
     # those offsets, so rows are inferred from row events (no CREATE TABLE seen).
     wh2 = tmp_path / "wh2"
-    rep = subprocess.run(
-        [sys.executable, "-m", "replicator", "replay", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-         "--protocol", "open", "--warehouse", str(wh2), "--from-offsets", "0=2,1=2", "--until-caught-up"],
-        capture_output=True, text=True, timeout=300)
+    rep = run_replicator("replay", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+                         "--warehouse", str(wh2), "--from-offsets", "0=2,1=2", "--until-caught-up", timeout=300)
     assert rep.returncode == 0, rep.stderr[-2000:]
     assert read_table(spark, wh2, "test", "t1") == [{"id": 3, "val": "dd"}, {"id": 4, "val": "ee"}]
 

@@ -7,7 +7,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,8 @@ import pytest
 from tests.integration.helpers import produce_stream, run_engine, table_rows
 from tests.kafka_fixtures import new_topic
 from tests.streamgen import SCHEMA, generate
+from tests.support.cli import replicator_argv
+from tests.support.env import clean_env
 
 pytestmark = pytest.mark.integration
 
@@ -46,9 +47,9 @@ def test_random_workload_equals_expected_state(kafka_bootstrap: str, spark: Any,
 
 
 def _run_cli(bootstrap: str, topic: str, wh: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--max-buffer-rows", "1000"]
-    env = {**os.environ, "REPLICATOR_SHUFFLE_PARTITIONS": "1"}
+    cmd = replicator_argv("run", "--bootstrap-servers", bootstrap, "--topic", topic, "--protocol", "open",
+                          "--warehouse", str(wh), "--until-caught-up", "--max-buffer-rows", "1000")
+    env = clean_env(REPLICATOR_SHUFFLE_PARTITIONS="1")
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import pytest
 from replicator.delta.warehouse import Warehouse
 from tests.integration.helpers import open_frame, produce, read_table, run_engine
 from tests.kafka_fixtures import new_topic
+from tests.support.cli import run_replicator
 
 pytestmark = pytest.mark.integration
 
@@ -101,14 +100,12 @@ def test_cli_run_and_tables_json(kafka_bootstrap: str, tmp_path: Path) -> None:
     topic = new_topic(kafka_bootstrap, 2)
     produce(kafka_bootstrap, topic, seed_records())
     wh = tmp_path / "wh"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--json-summary"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = run_replicator("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+                         "--warehouse", str(wh), "--until-caught-up", "--json-summary", timeout=300)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["watermark_tso"] == PAST_SECOND_TXN and summary["tables"]["test.t1"]["deletes"] >= 2
-    tables = subprocess.run([sys.executable, "-m", "replicator", "tables", "--warehouse", str(wh), "--json"],
-                            capture_output=True, text=True, timeout=60)
+    tables = run_replicator("tables", "--warehouse", str(wh), "--json", timeout=60)
     assert tables.returncode == 0, tables.stderr
     listed = json.loads(tables.stdout)
     assert listed == [{"schema": "test", "table": "t1", "path": listed[0]["path"], "key": ["id"],

@@ -39,7 +39,8 @@ from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import kill_group, tail
+from tests.support.cli import kill_group, tail
+from tests.support.env import clean_env
 
 pytestmark = pytest.mark.integration
 
@@ -58,8 +59,7 @@ class Installed:
 
     def environ(self, **extra: str) -> dict[str, str]:
         """A user's shell with the virtualenv active: nothing of the checkout or the test run."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("REPLICATOR_", "PYTHON", "PYSPARK_", "SPARK_", "VIRTUAL_ENV", "PYTEST"))}
+        env = clean_env("REPLICATOR_*", "PYTHON*", "PYSPARK_*", "SPARK_*", "VIRTUAL_ENV*", "PYTEST*")
         env.update(PATH=f"{self.bin}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(self.env),
                    HOME=str(self.home), REPLICATOR_DRIVER_MEMORY="1g")
         env.update(extra)
@@ -73,7 +73,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     home.mkdir()
     # Without the test run's PYTHONPATH: with the checkout on it, pip takes the checkout's egg-info
     # for an installed replicator and leaves the wheel out of the virtualenv.
-    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    clean = clean_env("PYTHONPATH")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)],
                    check=True, capture_output=True, timeout=600, env=clean)
     wheel = next(dist.glob("replicator-*.whl"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.spark import LOCALFS_JAR, _jar_paths, local_fs_conf
+from replicator.delta.spark import LOCALFS_JAR, jar_paths, local_fs_conf
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def _fs(spark: Any) -> Any:
 
 
 def test_session_uses_the_nio_local_file_system(spark: Any) -> None:
-    jars = _jar_paths() or []
+    jars = jar_paths() or []
     assert any(Path(j).name == LOCALFS_JAR for j in jars), "make spark-jars builds the local file system jar"
     assert local_fs_conf(jars)["spark.hadoop.fs.file.impl"] == "replicator.localfs.NioLocalFileSystem"
     fs = _fs(spark)

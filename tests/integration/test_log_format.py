@@ -4,15 +4,14 @@ the root logger's handler is the real one)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from replicator.cli import main
+from tests.support.cli import run_replicator
+from tests.support.env import clean_env
 
 pytestmark = pytest.mark.integration
 
@@ -24,11 +23,8 @@ def test_a_run_logs_json_lines_only(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["simulate", "--protocol", "craft", "--out", str(archive), "--events", "40", "--tables", "2",
                  "--ddl", "none"]) == 0
     capsys.readouterr()
-    env = {k: v for k, v in os.environ.items() if k.upper() != "REPLICATOR_LOG_FORMAT"}
-    out = subprocess.run(
-        [sys.executable, "-m", "replicator", "--log-format", "json", "run", "--archive", str(archive),
-         "--warehouse", str(tmp_path / "wh"), "--json-summary"],
-        capture_output=True, text=True, env={**env, "PYTHONUNBUFFERED": "1"}, timeout=600)
+    out = run_replicator("--log-format", "json", "run", "--archive", str(archive), "--warehouse", str(tmp_path / "wh"),
+                         "--json-summary", env=clean_env("REPLICATOR_LOG_FORMAT", PYTHONUNBUFFERED="1"), timeout=600)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["records"] > 0  # the summary stays on stdout
     lines = out.stderr.splitlines()

@@ -10,10 +10,8 @@ starts its own driver JVM (20-30 s), so there are three.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,8 @@ import pytest
 from replicator.sim.simulate import SimConfig, Simulation
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
+from tests.support.cli import run_replicator
+from tests.support.env import cli_env
 
 pytestmark = pytest.mark.integration
 
@@ -41,17 +41,13 @@ def stream(kafka_bootstrap: str) -> tuple[str, int]:
 
 def _env() -> dict[str, str]:
     """A small Spark; nothing from the caller's environment that changes what is printed."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("REPLICATOR_FAULT", "REPLICATOR_CONFIG", "REPLICATOR_SPARK_LOG_LEVEL")}
-    env.update(REPLICATOR_SHUFFLE_PARTITIONS="1", REPLICATOR_DRIVER_MEMORY="1g", PYTHONUNBUFFERED="1")
-    return env
+    return cli_env("REPLICATOR_CONFIG", "REPLICATOR_SPARK_LOG_LEVEL", PYTHONUNBUFFERED="1")
 
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`replicator ARGS` in `cwd`, stdout and stderr pipes (not terminals)."""
     cwd.mkdir()
-    out = subprocess.run([sys.executable, "-m", "replicator", *args], cwd=cwd, env=_env(), stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, timeout=600)
+    out = run_replicator(*args, cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, timeout=600)
     assert out.returncode == 0, f"exit {out.returncode}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr[-5000:]}"
     return out
 

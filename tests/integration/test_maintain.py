@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from replicator.delta.listing import list_tables
 from replicator.delta.rowcount import log_version, read_snapshot
 from replicator.delta.warehouse import Warehouse
-from tests.integration.helpers import run_cli
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -49,12 +49,11 @@ def _on_disk(path: str) -> set[str]:
     return {str(p.relative_to(path)) for p in Path(path).rglob("*") if p.is_file() and not p.name.startswith(".")}
 
 
-def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Path) -> None:
     archive, wh = tmp_path / "archive", tmp_path / "warehouse"
-    assert run_cli(capsys, "simulate", "--protocol", "canal-json", "--out", str(archive), "--events", "120",
+    assert run_cli("simulate", "--protocol", "canal-json", "--out", str(archive), "--events", "120",
                 "--tables", "2", "--partitions", "1", "--ddl", "none", "--seed", "51")[0] == 0
-    code, out, err = run_cli(capsys, "run", "--archive", str(archive), "--warehouse", str(wh))
+    code, out, err = run_cli("run", "--archive", str(archive), "--warehouse", str(wh))
     assert code == 0, out + err
     _, listed = list_tables(wh)
     tables = {f"{t.schema}.{t.table}": t.path for t in listed}
@@ -76,7 +75,7 @@ def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Pat
     assert max(live.values()) >= int(small)
 
     # --dry-run: the plan per table and the total, nothing changed
-    code, out, err = run_cli(capsys, "maintain", "--warehouse", str(wh), "--dry-run", "--min-small-files", small)
+    code, out, err = run_cli("maintain", "--warehouse", str(wh), "--dry-run", "--min-small-files", small)
     assert code == 0, out + err
     lines = out.splitlines()
     assert len(lines) == len(tables) + 1
@@ -85,7 +84,7 @@ def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Pat
     assert "would remove 0 files" in line  # every replaced file is younger than 7 days
     assert lines[-1].startswith(f"warehouse {wh}: {len(tables)} tables; would compact 1; would remove 0 files")
     assert lines[-1].endswith("s") and "(dry run: nothing changed)" in lines[-1]
-    code, out, _ = run_cli(capsys, "maintain", "--warehouse", str(wh), "--dry-run", "--json", "--min-small-files",
+    code, out, _ = run_cli("maintain", "--warehouse", str(wh), "--dry-run", "--json", "--min-small-files",
                            small, "--include", busiest)
     doc = json.loads(out)
     assert code == 0 and doc["dry_run"] is True and doc["retention_hours"] == 168
@@ -98,16 +97,16 @@ def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Pat
     assert not Warehouse(wh).load_state().compacted and not Warehouse(wh).load_state().vacuumed
 
     # a retention below the tables' own (7 days) is refused unless asked for; nothing changed
-    code, out, err = run_cli(capsys, "maintain", "--warehouse", str(wh), "--retention-hours", "1")
+    code, out, err = run_cli("maintain", "--warehouse", str(wh), "--retention-hours", "1")
     assert (code, out) == (2, "") and "--allow-short-retention" in err and "delta.deletedFileRetentionDuration" in err
     # another holder of the lease: refused naming it, nothing changed
     with Warehouse(wh).locked():
-        code, out, err = run_cli(capsys, "maintain", "--warehouse", str(wh), "--min-small-files", small)
+        code, out, err = run_cli("maintain", "--warehouse", str(wh), "--min-small-files", small)
     assert code != 0 and "in use by another replicator run" in err and "--wait" in err
     assert {n: log_version(p) for n, p in tables.items()} == versions
 
     # the compaction: one OPTIMIZE commit on the busiest table only, nothing vacuumed yet
-    code, out, err = run_cli(capsys, "maintain", "--warehouse", str(wh), "--json", "--min-small-files", small)
+    code, out, err = run_cli("maintain", "--warehouse", str(wh), "--json", "--min-small-files", small)
     assert code == 0, out + err
     done = {t["schema"] + "." + t["table"]: t for t in json.loads(out)["tables"]}
     # when each table was maintained, in state.json: what `tables` and `status` show, what a
@@ -140,7 +139,7 @@ def test_maintain_compacts_and_vacuums_under_the_lease(spark: Any, tmp_path: Pat
     # the vacuum past an explicit short retention: what no version needs is gone, the rest stays;
     # the step log keeps its newest step and rolls the others up
     steps = len(Warehouse(wh).windows())
-    code, out, err = run_cli(capsys, "maintain", "--warehouse", str(wh), "--json", "--retention-hours", "0",
+    code, out, err = run_cli("maintain", "--warehouse", str(wh), "--json", "--retention-hours", "0",
                           "--allow-short-retention", "--include", busiest)
     assert code == 0, out + err
     [vac] = json.loads(out)["tables"]

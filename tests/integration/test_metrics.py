@@ -17,8 +17,6 @@ import json
 import math
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -33,9 +31,12 @@ from replicator.cli import main
 from replicator.codec import codec_for
 from replicator.events import Resolved
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import applied_ts, produce
+from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, tail, wait_for
+from tests.support.cli import kill_group, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
+from tests.support.warehouse import applied_ts
 
 pytestmark = pytest.mark.integration
 
@@ -121,12 +122,11 @@ def test_follower_metrics_and_textfile(kafka_bootstrap: str, tmp_path: Path) -> 
     expected = sim.expected
     wh, log, prom, out = tmp_path / "wh", tmp_path / "run.log", tmp_path / "run.prom", tmp_path / "summary.json"
     port = free_port()
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--on-error", "skip", "--max-buffer-rows", "50",
-           "--metrics-port", str(port), "--metrics-textfile", str(prom), "--json-summary"]
     scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
-    with open(log, "wb") as err, open(out, "wb") as stdout:
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=err, env=cli_env(), start_new_session=True)
+    proc = start_replicator("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+                            "--warehouse", str(wh), "--on-error", "skip", "--max-buffer-rows", "50",
+                            "--metrics-port", str(port), "--metrics-textfile", str(prom), "--json-summary",
+                            env=cli_env(), log=log, stdout=out)
     scraper.start()
     try:
         wait_for("the follower to apply the first burst",

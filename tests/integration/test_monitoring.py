@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,9 @@ from tests.prometheus_fixtures import (
     rules_with_short_for,
     running_prometheus,
 )
-from tests.reliability.common import cli_env, kill_group, tail, wait_for
+from tests.support.cli import kill_group, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import poll_until, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -78,13 +78,10 @@ def test_prometheus_watches_a_shard(kafka_bootstrap: str, tmp_path: Path) -> Non
     port = free_port()
     rules = rules_with_short_for(tmp_path / "rules.yml")
     log = tmp_path / "run.log"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(tmp_path / "wh"), "--on-error", "skip", "--shard", "0/2",
-           "--metrics-port", str(port)]
+    args = ("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+            "--warehouse", str(tmp_path / "wh"), "--on-error", "skip", "--shard", "0/2", "--metrics-port", str(port))
     with running_prometheus(tmp_path / "prometheus", [f"127.0.0.1:{port}"], [rules]) as prom:
-        with open(log, "wb") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(),
-                                    start_new_session=True)
+        proc = start_replicator(*args, env=cli_env(), log=log)
         try:
             def scraped() -> bool:
                 assert proc.poll() is None, f"the follower stopped:\n{tail(log)}"
@@ -112,13 +109,15 @@ def test_prometheus_watches_a_shard(kafka_bootstrap: str, tmp_path: Path) -> Non
             assert prom.label_values("job", "replicator_info") == ["replicator"]
             assert prom.label_values("shard", 'replicator_info{job=~"replicator"}') == ([shard] if shard else [])
             # (a rate needs two samples in its range: the rows may have come with the last scrape)
-            def empty_panels() -> list[tuple[str, str]]:
-                return [(title, expr) for choice in [".*", *([shard] if shard else [])]
-                        for title, expr in dashboard_queries(choice)
-                        if title not in MAY_BE_EMPTY and not prom.query(expr)]
-            deadline = time.monotonic() + 20
-            while (empty := empty_panels()) and time.monotonic() < deadline:
-                time.sleep(0.5)
+            empty: list[tuple[str, str]] = []
+
+            def every_panel_has_data() -> bool:
+                nonlocal empty
+                empty = [(title, expr) for choice in [".*", *([shard] if shard else [])]
+                         for title, expr in dashboard_queries(choice)
+                         if title not in MAY_BE_EMPTY and not prom.query(expr)]
+                return not empty
+            poll_until(every_panel_has_data, 20, every=0.5)
             assert not empty, f"dashboard queries without data: {empty}"
 
             proc.send_signal(signal.SIGTERM)

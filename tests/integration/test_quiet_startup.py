@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from replicator.cli import main
+from tests.support.cli import run_replicator
+from tests.support.env import clean_env
 
 pytestmark = pytest.mark.integration
 
@@ -18,9 +19,7 @@ CHATTER = ("NativeCodeLoader", "Using Spark's default log4j profile", "Setting d
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLICATOR_SPARK_LOG_LEVEL")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return clean_env("REPLICATOR_SPARK_LOG_LEVEL*", PYTHONUNBUFFERED="1")
 
 
 def test_run_is_quiet_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,9 +27,8 @@ def test_run_is_quiet_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["simulate", "--protocol", "craft", "--out", str(archive), "--events", "20", "--tables", "1",
                  "--ddl", "none"]) == 0
     capsys.readouterr()
-    out = subprocess.run(
-        [sys.executable, "-m", "replicator", "run", "--archive", str(archive), "--warehouse", str(tmp_path / "wh")],
-        capture_output=True, text=True, env=_env(), timeout=600)
+    out = run_replicator("run", "--archive", str(archive), "--warehouse", str(tmp_path / "wh"), env=_env(),
+                         timeout=600)
     assert out.returncode == 0, out.stderr
     assert "records read" in out.stdout  # the summary
     shown = out.stdout + out.stderr

@@ -27,9 +27,10 @@ from replicator.sim.simcheck import check_warehouse, read_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.storage import fileio_for
 from replicator.storage.steplog import SEGMENT_RECORDS
-from tests.integration.helpers import produce, run_cli, run_engine
+from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.s3_fixtures import S3Server
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -50,8 +51,7 @@ def _tables(spark: Any, warehouse: str | Path) -> dict[str, Any]:
 
 # Open Protocol (and its comparison with a local warehouse) only under `make soak`: CI time.
 @pytest.mark.parametrize("protocol", [pytest.param("open", marks=pytest.mark.soak), "craft"])
-def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str,
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tmp_path: Path, protocol: str) -> None:
     """Exact tables; with Open Protocol also the same progress, step log and consistent snapshots
     as the same stream into a local directory. Then `replicator maintain` on the store: compacted,
     vacuumed, still exact."""
@@ -73,7 +73,7 @@ def test_a_ddl_stream_into_s3(s3: S3Server, kafka_bootstrap: str, spark: Any, tm
     lease = json.loads(io.read(f"{url}/_replicator/lease.json") or b"{}")
     assert lease["released"] is True and lease["pid"] == os.getpid()
     if protocol != "open":
-        _maintain_on_the_store(spark, url, sim, capsys)
+        _maintain_on_the_store(spark, url, sim)
         return
 
     local = tmp_path / "local"
@@ -98,7 +98,7 @@ def _live(path: str) -> set[str]:
     return {name for name, _dv in snapshot.live}
 
 
-def _maintain_on_the_store(spark: Any, url: str, sim: Simulation, capsys: pytest.CaptureFixture[str]) -> None:
+def _maintain_on_the_store(spark: Any, url: str, sim: Simulation) -> None:
     """`replicator maintain` on s3a:// (one table: a VACUUM costs seconds): compacted, every file no
     version needs removed (retention 0, asked for explicitly), the tables still exact, the lease
     given back; stdout is the JSON and nothing else."""
@@ -108,7 +108,7 @@ def _maintain_on_the_store(spark: Any, url: str, sim: Simulation, capsys: pytest
     spark.read.format("delta").load(paths[0]).repartition(3).write.format("delta").mode("overwrite").save(paths[0])
     live = {p: _live(p) for p in paths}
     assert len(live[paths[0]]) == 3
-    code, out, err = run_cli(capsys, "maintain", "--warehouse", url, "--json", "--min-small-files", "2",
+    code, out, err = run_cli("maintain", "--warehouse", url, "--json", "--min-small-files", "2",
                              "--retention-hours", "0", "--allow-short-retention",
                              "--include", f"{entry.schema_name}.{entry.table}")
     assert code == 0, err

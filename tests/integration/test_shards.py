@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,13 @@ from replicator.shards import ShardSpec, table_shard
 from replicator.sim.expected import ExpectedState
 from replicator.sim.simcheck import check_warehouse, compare_tables, read_delta_table, read_snapshot
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import applied_ts, produce, run_engine
+from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, size, tail, wait_for
+from tests.reliability.common import size
+from tests.support.cli import kill_group, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
+from tests.support.warehouse import applied_ts
 
 pytestmark = pytest.mark.integration
 
@@ -129,10 +132,8 @@ def _states_at_resolved(config: SimConfig) -> tuple[dict[int, ExpectedState], Ex
 
 
 def _follow(bootstrap: str, topic: str, wh: Path, shard: int, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--shard", f"{shard}/3"]
-    with open(log, "ab") as err:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(), start_new_session=True)
+    return start_replicator("run", "--bootstrap-servers", bootstrap, "--topic", topic, "--protocol", "open",
+                            "--warehouse", str(wh), "--shard", f"{shard}/3", env=cli_env(), log=log)
 
 
 def _applied(wh: Path, shard: int) -> int:

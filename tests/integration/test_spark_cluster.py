@@ -6,7 +6,6 @@ the workers' executors, not in the driver."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,11 @@ from replicator.sim.localkafka.process import free_ports, pid_alive
 from replicator.sim.localspark import ClusterHandle, master_state, start, status, stop
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import assert_model_state, cli_env, stream_records, tail
+from tests.reliability.common import assert_model_state, stream_records
 from tests.s3_fixtures import S3Server
 from tests.streamgen import generate
+from tests.support.cli import replicator_argv, tail
+from tests.support.env import cli_env
 
 pytestmark = pytest.mark.integration
 
@@ -56,8 +57,8 @@ def test_replicator_runs_on_the_cluster(cluster: ClusterHandle, kafka_bootstrap:
     produce(kafka_bootstrap, topic, stream_records(stream.partitions, "open"))
     wh = tmp_path / "wh"
     log = tmp_path / "run.log"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--until-caught-up"]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+                          "--protocol", "open", "--warehouse", str(wh), "--until-caught-up")
     with log.open("wb") as err:
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, timeout=600,
                               env=cli_env(REPLICATOR_SPARK_MASTER=cluster.master_url))
@@ -84,8 +85,8 @@ def test_spark_reader_on_the_cluster_equals_the_driver_reader(cluster: ClusterHa
     produce(kafka_bootstrap, topic, list(sim.messages()))
     on_cluster, driver = tmp_path / "cluster", tmp_path / "driver"
     log = tmp_path / "run.log"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "craft", "--warehouse", str(on_cluster), "--until-caught-up", "--reader", "spark"]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "craft",
+                          "--warehouse", str(on_cluster), "--until-caught-up", "--reader", "spark")
     with log.open("wb") as err:
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, timeout=600,
                               env=cli_env(REPLICATOR_SPARK_MASTER=cluster.master_url))
@@ -112,8 +113,8 @@ def test_spark_reader_on_the_cluster_into_an_object_store(cluster: ClusterHandle
     produce(kafka_bootstrap, topic, list(sim.messages()))
     url = s3_store.warehouse_url("cluster")
     log = Path(cluster.state_dir) / "s3-run.log"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "craft", "--warehouse", url, "--until-caught-up", "--reader", "spark"]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
+                          "--protocol", "craft", "--warehouse", url, "--until-caught-up", "--reader", "spark")
     with log.open("wb") as err:
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, timeout=600,
                               env=cli_env(**s3_store.env(), REPLICATOR_SPARK_MASTER=cluster.master_url))

@@ -4,13 +4,13 @@ one) and the commit store for an s3a:// warehouse, in both forms (no Spark is st
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from replicator.delta import jars
+from tests.support.cli import run_replicator
+from tests.support.env import clean_env
 
 pytestmark = pytest.mark.integration
 
@@ -18,10 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_spark_conf_for_an_s3a_warehouse() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "replicator", "spark-conf", "--warehouse", "s3a://b/p",
-                           "--s3-endpoint", "http://127.0.0.1:9000"], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
+    env = clean_env(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    done = run_replicator("spark-conf", "--warehouse", "s3a://b/p", "--s3-endpoint", "http://127.0.0.1:9000",
+                          env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for scheme in ("s3a", "s3"):

@@ -17,8 +17,10 @@ from replicator.delta.writer import delta_ref
 from replicator.errors import DecodeError
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import applied_ts, produce, run_engine
+from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
+from tests.support.waiting import Deadline, poll_until
+from tests.support.warehouse import applied_ts
 
 pytestmark = pytest.mark.integration
 
@@ -140,7 +142,6 @@ def test_a_follower_with_the_spark_reader_applies_what_arrives(kafka_bootstrap: 
     """Follow mode: a batch per flush interval while records arrive (a batch re-reads from the
     restart cursors what the last one could not apply yet); a stop request ends it cleanly."""
     import threading
-    import time
 
     from replicator.engine.pipeline import Engine, RunOptions
     from replicator.sources.kafka import KafkaSettings, KafkaSource
@@ -164,14 +165,12 @@ def test_a_follower_with_the_spark_reader_applies_what_arrives(kafka_bootstrap: 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
 
-    deadline = time.monotonic() + 300
-    while applied_ts(wh) == 0 and time.monotonic() < deadline and not failure:
-        time.sleep(0.5)
+    deadline = Deadline(300)
+    poll_until(lambda: applied_ts(wh) != 0 or bool(failure), deadline, every=0.5)
     first = applied_ts(wh)
     assert 0 < first < sim.expected.watermark, failure
     produce(kafka_bootstrap, topic, msgs[half:])
-    while applied_ts(wh) < sim.expected.watermark and time.monotonic() < deadline and not failure:
-        time.sleep(0.5)
+    poll_until(lambda: applied_ts(wh) >= sim.expected.watermark or bool(failure), deadline, every=0.5)
     engine.request_stop()
     thread.join(timeout=300)
     assert not thread.is_alive() and not failure, failure

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +20,12 @@ import pytest
 from replicator.cli import main
 from replicator.delta.warehouse import Warehouse
 from replicator.sim.simulate import SimConfig, Simulation
-from tests.integration.helpers import applied_ts, produce
+from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, tail, wait_for
+from tests.support.cli import kill_group, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
+from tests.support.warehouse import applied_ts
 
 pytestmark = pytest.mark.integration
 
@@ -56,10 +57,8 @@ def test_status_while_the_follower_runs_and_after_it_stops(kafka_bootstrap: str,
     expected = sim.expected
     wh, log = tmp_path / "wh", tmp_path / "run.log"
 
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", str(wh), "--on-error", "skip"]
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(), start_new_session=True)
+    proc = start_replicator("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+                            "--warehouse", str(wh), "--on-error", "skip", env=cli_env(), log=log)
     try:
         wait_for("the follower to apply the whole stream",
                  lambda: proc.poll() is not None or applied_ts(wh) >= expected.watermark, timeout=240)

@@ -6,7 +6,6 @@ and, without Spark, a backlog in the S3 store read in one pass killed at random 
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,10 @@ from replicator.sim.storage_sink import StorageLayout, write_storage_sink
 from replicator.sim.stream import Simulation
 from replicator.sources.storage_sink import StorageSinkSettings, StorageSinkSource
 from replicator.storage.local import LocalFileIO
-from tests.integration.helpers import Background, applied_ts
+from tests.integration.helpers import Background
 from tests.s3_fixtures import S3Server
+from tests.support.waiting import poll_until
+from tests.support.warehouse import applied_ts
 from tests.unit.test_storage_sink_source import Replica, kill_inside_one_pass
 
 
@@ -62,9 +63,7 @@ def test_csv_changefeed_follower_then_catch_up(spark: Any, tmp_path: Path) -> No
     copy(rec.writes[:metadata[0] + 1])
     follower = Background(_engine(str(live), "csv", wh, spark, follow=True))
     copy(rec.writes[metadata[0] + 1:half + 1])
-    deadline = time.monotonic() + 120
-    while applied_ts(wh) == 0 and time.monotonic() < deadline:  # the follower applied a checkpoint
-        time.sleep(0.5)
+    poll_until(lambda: applied_ts(wh) != 0, 120, every=0.5)  # the follower applied a checkpoint
     summary = follower.stop()
     assert summary.error is None and summary.watermark > 0
     copy(rec.writes[half + 1:])

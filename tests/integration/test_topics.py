@@ -5,7 +5,6 @@ equal the simulator's expected ones. The kill -9 variant is in tests/reliability
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ from replicator.sim.sinks import produce_topics
 from replicator.sim.topics import TopicDispatch
 from replicator.sources.kafka import KafkaSettings, KafkaSource
 from tests.integration.helpers import Background
+from tests.support.waiting import poll_until
+from tests.support.warehouse import applied_ts
 
 pytestmark = pytest.mark.integration
 
@@ -92,17 +93,12 @@ def test_a_follower_reads_topics_that_appear_while_it_runs(kafka_bootstrap: str,
     follower = Background(run(src, wh, spark, "canal-json", follow=True))
     # The follower has read the first part (a step, or every record of it: the first part may hold
     # no complete window, so waiting for a step alone would sit out the whole deadline).
-    deadline = time.monotonic() + 120
-    while Warehouse(wh).load_state().steps == 0 and records_read(follower) < len(records) // 4 \
-            and time.monotonic() < deadline and follower.thread.is_alive():
-        time.sleep(0.2)
-    assert follower.thread.is_alive() and time.monotonic() < deadline, "the follower did not read the first part"
+    read = poll_until(lambda: Warehouse(wh).load_state().steps > 0 or records_read(follower) >= len(records) // 4
+                      or not follower.thread.is_alive(), 120, every=0.2)
+    assert follower.thread.is_alive() and read, "the follower did not read the first part"
     produce_topics(records[len(records) // 4:], kafka_bootstrap, d.partitions)
     final = d.sim.expected.watermark
-    deadline = time.monotonic() + 180
-    while Warehouse(wh).load_state().applied_ts < final and time.monotonic() < deadline \
-            and follower.thread.is_alive():
-        time.sleep(0.3)
+    poll_until(lambda: applied_ts(wh) >= final or not follower.thread.is_alive(), 180, every=0.3)
     summary = follower.stop()
     assert summary.error is None and summary.watermark == final
     assert check_warehouse(spark, wh, d.sim.expected) == []

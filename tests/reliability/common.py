@@ -1,5 +1,6 @@
-"""Shared pieces of the reliability suite: sizes (CI vs `make soak`), the replicator as a killable
-process, a private broker that tests may stop, and checks against independently computed state.
+"""Shared pieces of the reliability suite: sizes (CI vs `make soak`), a run with a fault in it, a
+private broker that tests may stop, and checks against independently computed state (waiting, the
+CLI, environments and progress files: tests/support).
 
 Every scenario compares the final tables with a state computed without the engine: the streamgen
 model (`tests/streamgen.py`, incl. `state_at(ts)`) or the simulator's expected tables
@@ -8,16 +9,11 @@ model (`tests/streamgen.py`, incl. `state_at(ts)`) or the simulator's expected t
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import os
 import re
-import signal
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +24,8 @@ from replicator.events import DdlEvent, Event, Resolved, RowChange
 from replicator.sim import localkafka
 from tests.integration.helpers import encode_partition
 from tests.streamgen import SCHEMA, Stream
+from tests.support.cli import start_replicator
+from tests.support.env import cli_env
 
 SOAK = os.environ.get("REPLICATOR_SOAK", "") not in ("", "0")
 
@@ -37,61 +35,16 @@ def size(ci: int, soak: int) -> int:
     return soak if SOAK else ci
 
 
-def wait_for(what: str, cond: Callable[[], bool], timeout: float, every: float = 0.25) -> None:
-    """Poll `cond` until true (robust to slow, shared machines); fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
-
-
-def steps_done(wh: Path) -> int:
-    """Steps committed to the warehouse's progress file (0 before the first)."""
-    state = Warehouse(wh).state_path
-    if not state.exists():
-        return 0
-    try:
-        return int(json.loads(state.read_text())["steps"])
-    except (ValueError, KeyError):  # replaced atomically, but be lenient
-        return 0
-
-
 # -- the replicator as a process ------------------------------------------------------------------
-
-def cli_env(**extra: str) -> dict[str, str]:
-    """The run's environment: small Spark, and no fault unless given (never inherited)."""
-    env = {**os.environ, "REPLICATOR_SHUFFLE_PARTITIONS": "1", "REPLICATOR_DRIVER_MEMORY": "1g"}
-    env.pop("REPLICATOR_FAULT", None)
-    env.update(extra)
-    return env
-
 
 def start_run(bootstrap: str, topic: str, wh: Path, protocol: str, *args: str, fault: str | None = None,
               log: Path | None = None) -> subprocess.Popen[bytes]:
     """`replicator run --until-caught-up` in its own process group (so the JVM child can be killed
     with it); stderr to `log`. `topic` "~REGEX": `--topic-pattern REGEX` instead of `--topic`."""
     which = ["--topic-pattern", topic[1:]] if topic.startswith("~") else ["--topic", topic]
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, *which,
-           "--protocol", protocol, "--warehouse", str(wh), "--until-caught-up", *args]
-    env = cli_env(**({"REPLICATOR_FAULT": fault} if fault else {}))
-    err = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
-    try:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True)
-    finally:
-        if log is not None:
-            err.close()  # type: ignore[union-attr]
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the run and everything it started (the Spark JVM), like a machine crash; reap it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-
-
-def tail(path: Path, n: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else ""
+    return start_replicator("run", "--bootstrap-servers", bootstrap, *which, "--protocol", protocol,
+                            "--warehouse", str(wh), "--until-caught-up", *args,
+                            env=cli_env(**({"REPLICATOR_FAULT": fault} if fault else {})), log=log)
 
 
 # -- a broker of our own ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from tests.integration.helpers import encode_partition, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import assert_model_state, size
 from tests.streamgen import SCHEMA, Stream, cols, generate
+from tests.support.warehouse import applied_ts
 
 # Generous: other Spark jobs may share the machine; each scenario polls for its conditions.
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(7200)]
@@ -170,7 +171,7 @@ def test_bad_input_is_dead_lettered_with_position_and_never_applied(kafka_bootst
     tables = sorted(lay.expected_at(lay.final_ts))
 
     def consistent(what: str) -> int:
-        applied = Warehouse(wh).load_state().applied_ts
+        applied = applied_ts(wh)
         assert_model_state(spark, wh, {t: v for t, v in lay.expected_at(applied).items() if t in tables}, what)
         return applied
 
@@ -238,5 +239,5 @@ def test_bad_input_is_dead_lettered_with_position_and_never_applied(kafka_bootst
             run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, on_error="skip", on_ddl_error="skip")
         assert f"topic {topic!r} partition 0 offset {len(lay.parts[0])}" in str(schema_info.value)
         assert spark.sql(f"DESCRIBE HISTORY delta.`{entry.path}`").count() == versions
-        assert Warehouse(wh).load_state().applied_ts == lay.final_ts
+        assert applied_ts(wh) == lay.final_ts
     assert_model_state(spark, wh, lay.expected_at(lay.final_ts), "after the schema stop")

@@ -5,8 +5,6 @@ later catch-up run). Tables are compared with the streamgen model's state (`stat
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,11 +28,12 @@ from tests.reliability.common import (
     produce_small_batches,
     shifted,
     size,
-    steps_done,
     stream_records,
-    wait_for,
 )
 from tests.streamgen import Stream, generate
+from tests.support.cli import run_replicator
+from tests.support.waiting import wait_for
+from tests.support.warehouse import applied_ts, steps_done
 
 # Generous: other Spark jobs may share the machine; each scenario polls for its conditions.
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(7200)]
@@ -104,14 +103,12 @@ def test_broker_away_past_retry_budget_stops_clearly_then_rerun_completes(broker
         assert "unreachable for" in text and "retry budget 8s" in text and "nothing was lost" in text, text
         assert run.error.exit_code == 1
         # Nothing lost or half-applied: every table is the model's state at the committed watermark.
-        applied = Warehouse(wh).load_state().applied_ts
+        applied = applied_ts(wh)
         assert 0 < applied < stream.final_ts
         assert_model_state(spark, wh, stream.state_at(applied), "after giving up on the broker")
         if SOAK:  # the CLI with the broker away (about 30 s of bootstrap timeout): exit 1, one line
-            cli = subprocess.run(
-                [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", b.bootstrap, "--topic", topic,
-                 "--protocol", "open", "--warehouse", str(tmp_path / "wh-cli"), "--until-caught-up"],
-                capture_output=True, text=True, timeout=300)
+            cli = run_replicator("run", "--bootstrap-servers", b.bootstrap, "--topic", topic, "--protocol", "open",
+                                 "--warehouse", str(tmp_path / "wh-cli"), "--until-caught-up", timeout=300)
             assert cli.returncode == 1 and "replicator run: error: cannot connect to Kafka" in cli.stderr, cli.stderr
             assert "Traceback" not in cli.stderr
     finally:
@@ -145,9 +142,7 @@ def test_partitions_added_mid_stream_are_picked_up(kafka_bootstrap: str, spark: 
                                        flush_interval_s=0.5), spark=spark)
     run = Background(engine)
     try:
-        state = Warehouse(follow_wh)
-        wait_for("the first phase applied", lambda: state.state_path.exists()
-                 and state.load_state().applied_ts >= first.final_ts, timeout=600)
+        wait_for("the first phase applied", lambda: applied_ts(follow_wh) >= first.final_ts, timeout=600)
         admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap, request_timeout_ms=30000)
         try:
             admin.create_partitions({topic: NewPartitions(total_count=3)})
@@ -157,7 +152,7 @@ def test_partitions_added_mid_stream_are_picked_up(kafka_bootstrap: str, spark: 
                  timeout=60, every=1.0)
         produce_stream(kafka_bootstrap, topic, second.partitions, "open")
         wait_for("the second phase applied (incl. the new partition)",
-                 lambda: state.load_state().applied_ts >= second.final_ts or not run.thread.is_alive(), timeout=600)
+                 lambda: applied_ts(follow_wh) >= second.final_ts or not run.thread.is_alive(), timeout=600)
     finally:
         engine.request_stop()
         run.join(timeout=300)
@@ -215,24 +210,29 @@ class _Refusing:
 
 def test_metadata_retries_are_paced_and_budgeted(kafka_bootstrap: str) -> None:
     topic = new_topic(kafka_bootstrap, 1, prefix="rel-meta-budget")
-    source = KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}", retry_budget_s=1.5))
+    refusing = True
+    made: list[Any] = []  # the metadata clients the source made, in order
+
+    def admin(**config: Any) -> Any:
+        made.append(_Refusing() if refusing else KafkaAdminClient(**config))
+        return made[-1]
+
+    source = KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}", retry_budget_s=1.5),
+                         admin_factory=admin)
     try:
-        source._admin = _Refusing()
         assert source.fresh_partitions() is None and _Refusing.requests == 1
-        assert source._admin is None, "a failed client is kept (kafka-python's backoff would delay its recovery)"
-        source._admin = _Refusing()
         for _ in range(100):  # asked per record while blocked: no request within METADATA_RETRY_S
             assert source.fresh_partitions() is None
-        assert _Refusing.requests == 1
+        assert _Refusing.requests == 1 and len(made) == 1
         time.sleep(source.METADATA_RETRY_S + 0.1)
         assert source.fresh_partitions() is None and _Refusing.requests == 2
+        assert len(made) == 2, "a failed client is kept (kafka-python's backoff would delay its recovery)"
         time.sleep(source.METADATA_RETRY_S + 0.1)
-        source._admin = _Refusing()
         with pytest.raises(KafkaSourceError, match=r"no answer to metadata .* budget 2s.*nothing was lost"):
             source.fresh_partitions()
         time.sleep(source.METADATA_RETRY_S + 0.1)
-        source._admin = None  # a real client: it answers, and the outage is over
+        refusing = False  # a real client: it answers, and the outage is over
         assert source.fresh_partitions() == [TP(topic, 0)]
-        assert source._meta_down_since is None
+        assert source._meta_down_since is None  # private: shows only in how a next outage is counted
     finally:
         source.close()

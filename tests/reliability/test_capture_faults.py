@@ -14,7 +14,8 @@ from replicator.errors import DecodeError, KafkaSourceError, ReplicatorError
 from replicator.formats.archive import read_archive
 from replicator.sources.capture import Capture, CaptureOptions, capture
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import PrivateBroker, produce_small_batches, wait_for
+from tests.reliability.common import PrivateBroker, produce_small_batches
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(1800)]
 

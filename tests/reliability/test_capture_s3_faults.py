@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,8 +17,11 @@ from kafka import KafkaConsumer, TopicPartition
 from replicator.errors import DecodeError
 from replicator.formats.archive import read_archive
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, produce_small_batches, size, tail, wait_for
+from tests.reliability.common import produce_small_batches, size
 from tests.s3_fixtures import S3Server
+from tests.support.cli import kill_group, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(900)]
 
@@ -32,13 +34,11 @@ def s3(s3_store: S3Server) -> S3Server:
 
 def _capture(s3: S3Server, bootstrap: str, topic: str, url: str, group: str, log: Path,
              *args: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "replicator", "capture", "--bootstrap-servers", bootstrap, "--topic", topic,
-           "--out", url, "--protocol", "craft", "--rotate-bytes", "3000", "--group-id", group, *args]
     staging = log.parent / "staging"  # what a killed capture leaves staged stays in the test's directory
     staging.mkdir(exist_ok=True)
-    with log.open("ab") as err:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                                env=cli_env(**s3.env(), TMPDIR=str(staging)))
+    return start_replicator("capture", "--bootstrap-servers", bootstrap, "--topic", topic, "--out", url,
+                            "--protocol", "craft", "--rotate-bytes", "3000", "--group-id", group, *args,
+                            env=cli_env(**s3.env(), TMPDIR=str(staging)), log=log)
 
 
 def _count(url: str) -> int:

@@ -31,8 +31,11 @@ from replicator.sim.simulate import SimConfig, Simulation
 from replicator.storage import fileio_for
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, size, tail, wait_for
+from tests.reliability.common import size
 from tests.s3_fixtures import S3Server
+from tests.support.cli import kill_group, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(900)]
 
@@ -165,12 +168,9 @@ def test_a_holder_stopped_mid_merge_is_taken_over_and_commits_nothing_more(
     url, log_a, log_b = s3_store.warehouse_url("stopped"), tmp_path / "a.log", tmp_path / "b.log"
 
     def run(log: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-               "--protocol", "craft", "--warehouse", url, "--until-caught-up", "--lease-seconds", "6",
-               "--fresh-inserts", "merge", *args]
-        with log.open("ab") as err:
-            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                                    env=cli_env(**s3_store.env(), **(env or {})))
+        return start_replicator("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "craft",
+                                "--warehouse", url, "--until-caught-up", "--lease-seconds", "6", "--fresh-inserts",
+                                "merge", *args, env=cli_env(**s3_store.env(), **(env or {})), log=log)
 
     holder = run(log_a, "--max-buffer-rows", "40",
                  env={"REPLICATOR_FAULT": fault, "REPLICATOR_FAULT_ACTION": "stop"})

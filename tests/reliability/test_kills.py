@@ -25,8 +25,11 @@ from replicator.sim.topics import TopicDispatch
 from tests.integration.helpers import produce, produce_stream, run_engine
 from tests.integration.test_topics import LAYOUT_DDL
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import SOAK, assert_model_state, kill_group, size, start_run, steps_done, tail, wait_for
+from tests.reliability.common import SOAK, assert_model_state, size, start_run
 from tests.streamgen import SCHEMA, generate
+from tests.support.cli import kill_group, tail
+from tests.support.waiting import wait_for
+from tests.support.warehouse import steps_done
 
 # Generous: other Spark jobs may share the machine; each scenario polls for its conditions.
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(7200)]

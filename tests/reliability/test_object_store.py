@@ -18,7 +18,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,12 @@ from replicator.storage import fileio_for
 from replicator.storage.lease import Holder
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import cli_env, kill_group, size, steps_done, tail, wait_for
+from tests.reliability.common import size
 from tests.s3_fixtures import S3Server
+from tests.support.cli import kill_group, replicator_argv, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
+from tests.support.warehouse import steps_done
 
 pytestmark = pytest.mark.reliability
 
@@ -53,11 +56,9 @@ def _stream(kafka_bootstrap: str, seed: int, events: int, protocol: str = "craft
 
 def _run(s3: S3Server, bootstrap: str, topic: str, url: str, *args: str, log: Path,
          env: dict[str, str] | None = None, follow: bool = False) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", bootstrap, "--topic", topic,
-           "--protocol", "craft", "--warehouse", url, *([] if follow else ["--until-caught-up"]), *args]
-    with log.open("ab") as err:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                                env=cli_env(**s3.env(), **(env or {})))
+    return start_replicator("run", "--bootstrap-servers", bootstrap, "--topic", topic, "--protocol", "craft",
+                            "--warehouse", url, *([] if follow else ["--until-caught-up"]), *args,
+                            env=cli_env(**s3.env(), **(env or {})), log=log)
 
 
 @pytest.mark.soak  # a JVM start per kill on the store: `make soak` (local kills run in CI)
@@ -208,8 +209,8 @@ def test_bad_store_settings_give_one_clear_line(s3: S3Server, kafka_bootstrap: s
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         env["REPLICATOR_S3_ENDPOINT"] = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "replicator", "run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic,
-           "--protocol", "open", "--warehouse", url, "--until-caught-up", "--storage-retry-budget", "3"]
+    cmd = replicator_argv("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
+                          "--warehouse", url, "--until-caught-up", "--storage-retry-budget", "3")
     done = subprocess.run(cmd, capture_output=True, timeout=300, env=cli_env(**{**s3.env(), **env}))
     err = done.stderr.decode(errors="replace").strip()
     assert done.returncode == 1, err

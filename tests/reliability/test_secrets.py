@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,10 @@ from replicator.delta.warehouse import Warehouse
 from replicator.sim import localkafka
 from tests.integration.helpers import produce, produce_stream
 from tests.kafka_fixtures import new_topic
-from tests.reliability.common import assert_model_state, cli_env
+from tests.reliability.common import assert_model_state
 from tests.streamgen import generate
+from tests.support.cli import run_replicator
+from tests.support.env import cli_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(1800)]
 
@@ -42,10 +43,9 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[localkafka
 
 def _run(broker: localkafka.BrokerHandle, topic: str, wh: Path, *extra: str, env: dict[str, str],
          timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "replicator", "-v", "run", "--bootstrap-servers", broker.sasl_bootstrap,
-           "--topic", topic, "--protocol", "open", "--warehouse", str(wh), "--until-caught-up",
-           "--json-summary", "--on-error", "skip", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, env=cli_env(**env), timeout=timeout)
+    return run_replicator("-v", "run", "--bootstrap-servers", broker.sasl_bootstrap, "--topic", topic,
+                          "--protocol", "open", "--warehouse", str(wh), "--until-caught-up", "--json-summary",
+                          "--on-error", "skip", *extra, env=cli_env(**env), timeout=timeout)
 
 
 def _files_mentioning(root: Path, needle: bytes) -> list[Path]:
@@ -90,8 +90,7 @@ def test_sasl_password_from_env_or_config_works_and_never_leaks(sasl_broker: loc
 
     # 3. --help never shows it, whatever the environment holds.
     for argv in (["--help"], ["run", "--help"], ["replay", "--help"]):
-        helped = subprocess.run([sys.executable, "-m", "replicator", *argv], capture_output=True, text=True,
-                                env=cli_env(REPLICATOR_SASL_PASSWORD=SECRET), timeout=120)
+        helped = run_replicator(*argv, env=cli_env(REPLICATOR_SASL_PASSWORD=SECRET), timeout=120)
         assert helped.returncode == 0 and SECRET not in helped.stdout + helped.stderr
 
 

@@ -7,10 +7,8 @@ JVM starts, over a minute; CI runs it in-process in seconds, tests/integration/t
 
 from __future__ import annotations
 
-import json
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,19 +18,20 @@ import pytest
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.storage_sink import write_storage_sink
-from tests.reliability.common import cli_env, kill_group, size, steps_done, tail, wait_for
+from tests.reliability.common import size
 from tests.s3_fixtures import S3Server
+from tests.support.cli import kill_group, start_replicator, tail
+from tests.support.env import cli_env
+from tests.support.waiting import wait_for
+from tests.support.warehouse import applied_ts, steps_done
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.timeout(1800)]
 
 
 def _start(sink: Path | str, wh: Path, log: Path, *args: str, env: dict[str, str] | None = None
            ) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "replicator", "run", "--storage-sink", str(sink), "--protocol", "csv",
-           "--warehouse", str(wh), "--until-caught-up", *args]
-    with open(log, "ab") as err:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env(**(env or {})),
-                                start_new_session=True)
+    return start_replicator("run", "--storage-sink", str(sink), "--protocol", "csv", "--warehouse", str(wh),
+                            "--until-caught-up", *args, env=cli_env(**(env or {})), log=log)
 
 
 def test_sigkill_at_random_instants_of_a_storage_sink(spark: Any, tmp_path: Path) -> None:
@@ -72,7 +71,7 @@ def test_sigkill_inside_one_pass_over_a_backlog_in_s3(s3_store: S3Server, spark:
     time.sleep(random.Random(23).uniform(0.0, 1.0))
     assert proc.poll() is None, f"the run ended before the kill:\n{tail(log)}"
     kill_group(proc)
-    applied = json.loads((wh / "_replicator" / "state.json").read_text())["applied_ts"]
+    applied = applied_ts(wh)
     assert 0 < applied < sim.expected.watermark  # killed inside the pass, after some of its steps
     final = _start(sink, wh, log, env=s3_store.env())  # the rest in one step
     assert final.wait(timeout=900) == 0, tail(log)

@@ -15,6 +15,7 @@ from replicator.errors import FrameError
 from replicator.formats.archive import list_archive_files
 from replicator.formats.inspect import inspect
 from replicator.sources.archive import ArchiveSource
+from tests.support.warehouse import applied_ts
 
 
 @pytest.fixture
@@ -103,4 +104,4 @@ def test_engine_stops_at_corruption_found_mid_run(archive: Path, tmp_path: Path)
         engine.run()
     assert err.value.where == str(path)
     assert engine.summary.records <= 40
-    assert Warehouse(wh).load_state().applied_ts == 0
+    assert applied_ts(wh) == 0

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +11,7 @@ from replicator.cli.common import settings_from
 from replicator.cli.run import run_options
 from replicator.cli.settings import DecodeCommand, ReplicatorSettings, SimulateCommand, load_settings, options
 from replicator.errors import ConfigError
+from tests.support.cli import run_replicator
 
 SECRET = "s3cr3t-PaSS-9f2c"
 BOOLEANS = ("until_caught_up", "wait", "json_summary")
@@ -23,12 +21,8 @@ def parse(argv: list[str]) -> ReplicatorSettings:
     return settings_from(build_parser().parse_args(argv))
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Settings read REPLICATOR_* from the process environment: start every test without any."""
-    for name in list(os.environ):
-        if name.upper().startswith("REPLICATOR_"):
-            monkeypatch.delenv(name)
+# Settings read REPLICATOR_* from the process environment: start every test without any.
+pytestmark = pytest.mark.usefixtures("no_replicator_env")
 
 
 def test_flag_beats_env_beats_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,8 +135,7 @@ def test_password_is_never_a_flag() -> None:
 
 def test_no_password_flag_and_none_in_help() -> None:
     for argv in (["--help"], ["run", "--help"], ["replay", "--help"], ["capture", "--help"], ["tables", "--help"]):
-        out = subprocess.run([sys.executable, "-m", "replicator", *argv], capture_output=True, text=True,
-                             env={"REPLICATOR_SASL_PASSWORD": SECRET, "PATH": "/usr/bin:/bin"}, timeout=60)
+        out = run_replicator(*argv, env={"REPLICATOR_SASL_PASSWORD": SECRET, "PATH": "/usr/bin:/bin"}, timeout=60)
         assert out.returncode == 0 and SECRET not in out.stdout + out.stderr
 
 
@@ -155,11 +148,9 @@ def test_help_names_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_failed_sasl_connection_does_not_print_the_password(tmp_path: Path) -> None:
     env = {"REPLICATOR_SASL_PASSWORD": SECRET, "PATH": "/usr/bin:/bin", "PYDANTIC_SETTINGS_DEBUG": "1"}
-    out = subprocess.run(
-        [sys.executable, "-m", "replicator", "-v", "run", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t",
-         "--protocol", "open", "--warehouse", str(tmp_path / "wh"), "--until-caught-up",
-         "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "u"],
-        capture_output=True, text=True, env=env, timeout=120)
+    out = run_replicator("-v", "run", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--protocol", "open",
+                         "--warehouse", str(tmp_path / "wh"), "--until-caught-up", "--security-protocol",
+                         "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "u", env=env, timeout=120)
     assert out.returncode != 0
     assert SECRET not in out.stdout + out.stderr
     assert "127.0.0.1:1" in out.stderr  # the error still says where it failed
@@ -474,8 +465,8 @@ def test_no_warning_for_the_variables_the_code_base_reads(monkeypatch: pytest.Mo
 
 def test_environment_warning_goes_to_stderr(tmp_path: Path) -> None:
     typo = "REPLICATOR_APPLY_PARALELISM"
-    out = subprocess.run([sys.executable, "-m", "replicator", "tables", "--warehouse", str(tmp_path / "wh")],
-                         capture_output=True, text=True, env={typo: "8", "PATH": "/usr/bin:/bin"}, timeout=60)
+    out = run_replicator("tables", "--warehouse", str(tmp_path / "wh"), env={typo: "8", "PATH": "/usr/bin:/bin"},
+                         timeout=60)
     assert out.returncode == 2 and out.stdout == ""
     assert f"WARNING replicator: {typo} is not a replicator setting (did you mean REPLICATOR_APPLY_PARALLELISM?)" \
         in out.stderr

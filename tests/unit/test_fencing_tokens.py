@@ -20,7 +20,7 @@ from replicator.delta.edge import DeltaEdge
 from replicator.delta.warehouse import State, Warehouse
 from replicator.errors import LeaseLostError
 from replicator.storage.fenced import FencedWriter, file_epoch
-from replicator.storage.lease import Holder, Lease, _boot_id, _pid_namespace, process_start
+from replicator.storage.lease import Holder, Lease, boot_id, pid_namespace, process_start
 from replicator.storage.local import LocalFileIO
 
 
@@ -53,7 +53,7 @@ def test_each_take_of_the_lease_has_a_higher_epoch(tmp_path: Path) -> None:
     assert epochs == [1, 2, 3]
     # a holder gone from this machine, of a later epoch: the taker's is higher still
     now = time.time()
-    dead = Holder("h", socket.gethostname(), 2**22 + 7, _boot_id(), now, now + 600, pidns=_pid_namespace(),
+    dead = Holder("h", socket.gethostname(), 2**22 + 7, boot_id(), now, now + 600, pidns=pid_namespace(),
                   start=process_start(os.getpid()), epoch=41)  # no such pid here
     io.write(path, dead.to_json())
     lease = Lease(io, path, seconds=30)

@@ -101,12 +101,12 @@ def test_a_users_jar_directory_must_hold_what_the_run_needs(tmp_path: Path, monk
     monkeypatch.setenv("REPLICATOR_SPARK_JARS", str(tmp_path))
     (tmp_path / "delta-spark_2.13-4.0.1.jar").write_bytes(b"x")
     with pytest.raises(jars.JarResolutionError, match=r"lacks io\.delta:delta-storage:4\.0\.1: point REPLICATOR_SPARK"):
-        sparkmod._jar_paths()
+        sparkmod.jar_paths()
     (tmp_path / "delta-storage-4.0.0.jar").write_bytes(b"x")  # a user's own build of it will do
-    assert sparkmod._jar_paths() == sorted(str(p) for p in tmp_path.glob("*.jar"))
+    assert sparkmod.jar_paths() == sorted(str(p) for p in tmp_path.glob("*.jar"))
     monkeypatch.setenv("REPLICATOR_SPARK_JARS", str(tmp_path / "nowhere"))
     with pytest.raises(jars.JarResolutionError, match="is not a directory"):
-        sparkmod._jar_paths()
+        sparkmod.jar_paths()
 
 
 def test_without_a_directory_the_run_fetches_only_its_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,8 +116,8 @@ def test_without_a_directory_the_run_fetches_only_its_groups(tmp_path: Path, mon
     monkeypatch.setenv("REPLICATOR_JARS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(sparkmod, "DEFAULT_JARS_DIR", tmp_path / "no-checkout")
     monkeypatch.setattr(jars, "_required", {"delta"})
-    names = [Path(p).name for p in sparkmod._jar_paths() or []]
+    names = [Path(p).name for p in sparkmod.jar_paths() or []]
     assert names == ["delta-spark_2.13-4.0.1.jar", "delta-storage-4.0.1.jar"]
     jars.require("s3")
-    got = {Path(p).name for p in sparkmod._jar_paths() or []}
+    got = {Path(p).name for p in sparkmod.jar_paths() or []}
     assert "hadoop-aws-3.4.1.jar" in got and "spark-sql-kafka-0-10_2.13-4.0.1.jar" not in got

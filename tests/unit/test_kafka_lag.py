@@ -15,7 +15,7 @@ from replicator.engine.batch import BatchLoop
 from replicator.engine.loop import LoopOptions
 from replicator.events import TP
 from replicator.progress import Cursor, Progress
-from replicator.sources.kafka import KafkaSource, kafka_lag
+from replicator.sources.kafka import KafkaSettings, KafkaSource, kafka_lag
 
 
 def test_lag_is_end_less_position_per_partition() -> None:
@@ -26,10 +26,23 @@ def test_lag_is_end_less_position_per_partition() -> None:
 
 
 class _Consumer:
-    """Positions as kafka-python's consumer reports them."""
+    """Positions as kafka-python's consumer reports them; `start` reads these end offsets."""
 
-    def __init__(self, positions: Mapping[int, int]) -> None:
+    def __init__(self, ends: Mapping[int, int], positions: Mapping[int, int]) -> None:
+        self.ends = ends
         self.positions = positions
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        pass
+
+    def beginning_offsets(self, tps: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 0)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        pass
+
+    def end_offsets(self, tps: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        return {tp: self.ends[tp.partition] for tp in tps}
 
     def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
         return self.positions[tp.partition]
@@ -40,10 +53,9 @@ class _Consumer:
 
 def _source(ends: Mapping[int, int], positions: Mapping[int, int]) -> KafkaSource:
     """A KafkaSource past `start`: these end offsets seen, its consumer at these positions."""
-    src = KafkaSource.__new__(KafkaSource)
-    src._tps = [TopicPartition("t", p) for p in sorted(ends)]
-    src._latest_end = {TP("t", p): e for p, e in ends.items()}
-    src._consumer = _Consumer(positions)
+    consumer = _Consumer(ends, positions)
+    src = KafkaSource(KafkaSettings("127.0.0.1:1", topic="t"), consumer_factory=lambda **config: consumer)
+    src.start(dict.fromkeys((TP("t", p) for p in ends), None))
     return src
 
 

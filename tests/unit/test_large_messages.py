@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +53,7 @@ POS = Position("cdc", 2, 41)
 PK = int(Flag.HANDLE_KEY | Flag.PRIMARY_KEY)
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.upper().startswith("REPLICATOR_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_replicator_env")  # settings read REPLICATOR_* from the environment
 
 
 def row(ts: int = 415508878783938562, ident: int = 1, text: str = "x", op: Op = Op.INSERT) -> RowChange:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +16,8 @@ from replicator.cli import build_parser
 from replicator.engine.loop import _log_step
 from replicator.events import TP
 from replicator.logformat import HUMAN_FORMAT, JsonFormatter, position, resolve
+from tests.support.cli import run_replicator
+from tests.support.env import clean_env
 
 KEYS = {"time", "level", "logger", "event"}
 
@@ -147,9 +147,7 @@ def test_the_flag_goes_before_or_after_the_command_and_has_an_environment_twin()
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("REPLICATOR_")}
-    return subprocess.run([sys.executable, "-m", "replicator", *args], capture_output=True, text=True,
-                          env={**base, **env}, timeout=120)
+    return run_replicator(*args, env=clean_env("REPLICATOR_*", **env), timeout=120)
 
 
 def test_a_failing_command_writes_only_json_lines_on_stderr(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ settings that carry it (flag, REPLICATOR_* and config key), and live bytes from 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,11 +20,7 @@ from replicator.errors import ConfigError
 BASE = ["run", "--warehouse", "/wh", "--protocol", "open"]
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.upper().startswith("REPLICATOR_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_replicator_env")  # settings read REPLICATOR_* from the environment
 
 
 @pytest.mark.parametrize(("text", "size"), [

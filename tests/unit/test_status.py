@@ -76,14 +76,14 @@ def test_a_holder_whose_process_is_gone_on_this_machine_holds_nothing(monkeypatc
     from replicator.storage import lease
 
     # This boot's id as the lease module reads it (fixed, so the test runs where /proc has none).
-    monkeypatch.setattr(lease, "_boot_id", lambda: "boot-under-test")
-    _boot_id = lease._boot_id
+    monkeypatch.setattr(lease, "boot_id", lambda: "boot-under-test")
+    boot_id = lease.boot_id
     import subprocess
     import sys
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    here = {"host": socket.gethostname(), "boot": _boot_id(), "pidns": lease._pid_namespace()}
+    here = {"host": socket.gethostname(), "boot": boot_id(), "pidns": lease.pid_namespace()}
     h = _holder(**here, pid=gone.pid, start=1, expires_at=time.time() + 60)
     live, last = lease_view(h, time.time())
     assert live is None and last is not None and last["ended"] == "process gone"

@@ -19,10 +19,11 @@ from replicator.delta.warehouse import Warehouse
 from replicator.errors import LeaseLostError, StateError
 from replicator.storage import Location, as_location, fileio_for, is_url, normalise_root
 from replicator.storage.fileio import Versioned
-from replicator.storage.lease import Holder, Lease, _boot_id, _pid_namespace, process_start
+from replicator.storage.lease import Holder, Lease, boot_id, pid_namespace, process_start
 from replicator.storage.local import LocalFileIO
 from replicator.storage.local import _etag as _local_etag
 from replicator.storage.steplog import SEGMENT_RECORDS, StepLog
+from tests.support.waiting import poll_until
 
 
 class SegmentedIO(LocalFileIO):
@@ -80,15 +81,15 @@ def test_lease_refuses_a_live_holder_and_names_it(tmp_path: Path) -> None:
 def test_a_dead_holder_here_is_taken_over_at_once_one_elsewhere_after_its_term(tmp_path: Path) -> None:
     io, path = LocalFileIO(), str(tmp_path / "lease.json")
     now = time.time()
-    here = {"pidns": _pid_namespace(), "start": process_start(os.getpid())}
-    dead = Holder("h1", socket.gethostname(), 2**22 + 12345, _boot_id(), now, now + 600, **here)  # no such pid
+    here = {"pidns": pid_namespace(), "start": process_start(os.getpid())}
+    dead = Holder("h1", socket.gethostname(), 2**22 + 12345, boot_id(), now, now + 600, **here)  # no such pid
     io.write(path, dead.to_json())
     lease = Lease(io, path, seconds=30)
     lease.acquire()
     lease.release()
 
     # A pid that exists but belongs to a process started at another time: reused, the holder is gone.
-    reused = Holder("h1", socket.gethostname(), os.getpid(), _boot_id(), now, now + 600, pidns=here["pidns"],
+    reused = Holder("h1", socket.gethostname(), os.getpid(), boot_id(), now, now + 600, pidns=here["pidns"],
                     start=here["start"] + 1)
     io.write(path, reused.to_json())
     lease = Lease(io, path, seconds=30)
@@ -98,7 +99,7 @@ def test_a_dead_holder_here_is_taken_over_at_once_one_elsewhere_after_its_term(t
     # Same host and boot, but another pid namespace (a container with host networking) or no
     # record of it (an older replicator): its pid says nothing here, so its term must run out.
     for other in ({"pidns": "pid:[1]", "start": 1}, {}):
-        live_elsewhere = Holder("h3", socket.gethostname(), 2**22 + 12345, _boot_id(), now, now + 600, **other)
+        live_elsewhere = Holder("h3", socket.gethostname(), 2**22 + 12345, boot_id(), now, now + 600, **other)
         io.write(path, live_elsewhere.to_json())
         with pytest.raises(StateError, match="in use by another replicator run"):
             Lease(io, path, seconds=30).acquire()
@@ -218,8 +219,7 @@ def test_a_holder_past_its_monotonic_deadline_loses_the_lease_and_says_so(tmp_pa
     io.replace = lambda *a, **k: (_ for _ in ()).throw(OSError("store unreachable"))  # type: ignore[method-assign]
     try:
         start = time.monotonic()
-        while heard[-1] is not None and time.monotonic() - start < 10:
-            time.sleep(0.05)
+        poll_until(lambda: heard[-1] is None, 10, every=0.05)
         assert heard[-1] is None, "the listener hears the loss at the deadline"
         assert time.monotonic() - start < 3.0
         with pytest.raises(LeaseLostError, match="not renewed by its deadline"):

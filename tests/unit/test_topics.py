@@ -222,12 +222,11 @@ def test_from_offsets_names_topics_and_keeps_the_bare_form_for_one_topic() -> No
         parse_offsets("a:3=5", ["a"], [TP("a", 0)])
 
 
+@pytest.mark.usefixtures("no_replicator_env")
 def test_topics_from_flags_environment_and_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def parse(argv: list[str]) -> list[str] | None:
         return settings_from(build_parser().parse_args(argv)).topic
 
-    for name in [n for n in __import__("os").environ if n.startswith("REPLICATOR_")]:
-        monkeypatch.delenv(name)
     assert parse(["run", "--topic", "a", "--topic", "b"]) == ["a", "b"]
     monkeypatch.setenv("REPLICATOR_TOPIC", "a, b,c")
     assert parse(["run"]) == ["a", "b", "c"]
