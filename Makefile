@@ -26,8 +26,8 @@ $(VENV)/.installed: pyproject.toml
 		|| { cat $(VENV)/install.log; echo "pip install failed (log: $(VENV)/install.log)"; exit 1; }
 	@touch $@
 
-$(CACHE)/spark-jars/.resolved: replicator/delta/jars.py $(wildcard replicator/delta/java/s3commit/*.java) $(VENV)/.installed
-	@echo "fetching the Spark session's jars (replicator/delta/jars.py) into $(CACHE)/spark-jars"
+$(CACHE)/spark-jars/.resolved: replicator/runtime/jars.py $(wildcard replicator/runtime/java/s3commit/*.java) $(VENV)/.installed
+	@echo "fetching the Spark session's jars (replicator/runtime/jars.py) into $(CACHE)/spark-jars"
 	@mkdir -p $(CACHE)
 	@$(PY) -m replicator jars --all --into $(CACHE)/spark-jars >$(CACHE)/spark-jars.log 2>&1 \
 		|| { cat $(CACHE)/spark-jars.log; echo "fetching the jars failed"; exit 1; }

@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("bench") / "features.json")
     a = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s bench %(message)s", datefmt="%H:%M:%S")
-    from replicator.delta.spark import get_spark, stop_spark
+    from replicator.runtime.spark import get_spark, stop_spark
 
     spark = get_spark("replicator-bench-features")
     sizes = [int(x) for x in a.sizes.split(",") if x.strip()]

@@ -28,7 +28,7 @@ thousands of small steps quickly and measures the warehouse they leave:
 - **Reads**: a full read of each table, in the bench's Spark session (count and the XOR of an
   `xxhash64` of every column), and with deltalake (`DeltaTable(...).to_pyarrow_table()`, its
   rows), each the first and the best of `follow_read_repeat`; then a manual ``OPTIMIZE`` of the
-  table (timed, the bench's session: `replicator.delta.spark`), and the same reads again. After:
+  table (timed, the bench's session: `replicator.runtime.spark`), and the same reads again. After:
   ÷ before.
 - **The replicator's own records**: the step log's bytes (one file locally, segments on an object
   store) and records, the time `Warehouse.windows()` takes to read them all, state.json's bytes.

@@ -191,10 +191,10 @@ def _floor(spark: SparkSession, sample: list[tuple[Any, Any]], scratch: Path, th
     with their Spark schema) pairs), on `threads` sessions; returns the timed figures."""
     from replicator.delta.edge import USER_METADATA
     from replicator.delta.features import DEFAULT_PROFILE, create_properties
-    from replicator.delta.spark import APPLY_POOL
     from replicator.delta.typemap import quote_string
     from replicator.delta.writer import LOG_PROPERTIES, column_ddl, delta_ref
     from replicator.mysql.tokens import quote_ident
+    from replicator.runtime.spark import APPLY_POOL
 
     profile = os.environ.get("REPLICATOR_TABLE_FEATURES", DEFAULT_PROFILE)
     local = threading.local()

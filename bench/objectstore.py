@@ -78,7 +78,7 @@ def object_store_access(spark: SparkSession | None, server: S3Target) -> Iterato
     configure(StorageOptions.from_env())
     try:
         if spark is not None:
-            from replicator.delta.spark import use_storage
+            from replicator.runtime.spark import use_storage
 
             system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
             for prop, var in _JVM_CREDENTIALS:

@@ -221,7 +221,7 @@ def run_peer(spark: SparkSession, bootstrap: str, topic: str, protocol: str, out
     except Exception as exc:
         if "kafka" in str(exc).lower() and ("DATA_SOURCE_NOT_FOUND" in str(exc) or "Failed to find" in str(exc)):
             raise RuntimeError("Spark's Kafka source is not among the session's jars: run `make spark-jars` "
-                               "(replicator/delta/jars.py declares it; it lands in .cache/spark-jars)") from exc
+                               "(replicator/runtime/jars.py declares it; it lands in .cache/spark-jars)") from exc
         raise
     query = (source.writeStream
              .queryName(f"peer-{topic}")
@@ -337,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s bench %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("kafka").setLevel(logging.ERROR)
-    from replicator.delta.spark import get_spark, stop_spark
+    from replicator.runtime.spark import get_spark, stop_spark
 
     spark = get_spark("replicator-bench-peer")
     try:

@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=10_000_000, help="rows of the table (default 10,000,000)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from replicator.delta.spark import get_spark
+    from replicator.runtime.spark import get_spark
 
     spark = get_spark("replicator-bench-schema")
     scratch = Path(tempfile.mkdtemp(prefix="replicator-bench-schema-"))

@@ -302,7 +302,7 @@ def run_sections(cfg: BenchConfig, results: dict[str, Any]) -> None:
             return
         if any(s.needs_broker for s in selected):
             ensure_broker()
-        from replicator.delta.spark import get_spark, stop_spark
+        from replicator.runtime.spark import get_spark, stop_spark
 
         t0 = time.perf_counter()
         spark = get_spark("replicator-bench")

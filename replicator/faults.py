@@ -36,7 +36,7 @@ step's Delta writes done, state.json not yet replaced; after_progress: state.jso
 consumer-group offsets not yet committed; mid_ddl: after one Delta statement of a DDL;
 after_dead_letters: dead letters written, progress not yet; mid_compaction: during a follower's
 OPTIMIZE between steps (with SECONDS, as mid_merge); after_compaction: that OPTIMIZE committed;
-before_commit_put: in the driver JVM (delta/java/s3commit `Faults`, s3a:// only), right before
+before_commit_put: in the driver JVM (runtime/java/s3commit `Faults`, s3a:// only), right before
 the PUT of a Delta commit file whose fence and pin checks passed: where a paused holder's late
 commit comes from."""
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from replicator.delta.spark import get_spark
+    from replicator.runtime.spark import get_spark
 
     session = get_spark("replicator-tests")
     yield session
@@ -33,7 +33,7 @@ def s3_store(s3_server: S3Server, spark: SparkSession) -> Iterator[S3Server]:
     may have started before the AWS environment was set)."""
     import os
 
-    from replicator.delta.spark import use_storage
+    from replicator.runtime.spark import use_storage
     from replicator.storage import StorageOptions, configure
 
     saved = {k: os.environ.get(k) for k in s3_server.env()}

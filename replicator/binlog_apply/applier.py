@@ -139,7 +139,7 @@ class BinlogApplier:
     def spark(self) -> SparkSession:
         """Created on first use: a run with nothing new to apply never starts a JVM."""
         if self._spark is None:
-            from replicator.delta.spark import get_spark
+            from replicator.runtime.spark import get_spark
 
             self._spark = get_spark()
         return self._spark
@@ -150,7 +150,7 @@ class BinlogApplier:
         if self._edge is None:
             lease = self.warehouse.lease
             if lease is not None and self.warehouse.on_object_store:  # commits fenced in the JVM too
-                from replicator.delta import commitfence
+                from replicator.runtime import commitfence
 
                 commitfence.arm(self.spark, lease, self.warehouse.root)
             self._edge = DeltaEdge(self.spark)

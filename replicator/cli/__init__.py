@@ -85,7 +85,7 @@ def _configure_logging(verbose: bool, log_format: str | None = None) -> None:
     # pydantic-settings can dump every source's raw values (passwords included) at DEBUG.
     logging.getLogger("pydantic_settings").setLevel(logging.INFO)
     if verbose:
-        from replicator.delta.spark import set_verbose
+        from replicator.runtime.spark import set_verbose
 
         set_verbose(True)
 
@@ -93,7 +93,7 @@ def _configure_logging(verbose: bool, log_format: str | None = None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from replicator.delta.spark import route_stderr_under_spark_submit
+    from replicator.runtime.spark import route_stderr_under_spark_submit
 
     route_stderr_under_spark_submit()  # spark-submit merges our stderr into stdout
     try:

@@ -138,7 +138,7 @@ def check(cmd: CheckCommand) -> int:
     wh = Warehouse(cmd.settings.require("warehouse"))
     if not wh.state_path.exists() and wh.recorded_shards() is None:
         raise ConfigError(f"{wh.root} is not a warehouse written by `replicator run` (no _replicator/state.json)")
-    from replicator.delta.spark import get_spark, plan_jit, use_storage
+    from replicator.runtime.spark import get_spark, plan_jit, use_storage
     from replicator.sim.simcheck import applied_watermark, read_warehouse
     from replicator.storage import is_url
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replicator.cli.settings import ReplicatorSettings, load_settings
-from replicator.delta import jars
 from replicator.errors import ConfigError
+from replicator.runtime import jars
 
 
 class Summary(Protocol):
@@ -27,7 +27,7 @@ def settings_from(ns: argparse.Namespace) -> ReplicatorSettings:
 
     settings = load_settings(vars(ns), config=getattr(ns, "config", None))
     configure(settings.storage())
-    # The jar groups of the Spark session this command may start (declared in replicator.delta.jars).
+    # The jar groups of the Spark session this command may start (declared in replicator.runtime.jars).
     if settings.reader == "spark":
         jars.require("kafka")
     if settings.warehouse and jars.needs_s3(settings.warehouse):

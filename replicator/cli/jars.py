@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replicator.delta import jars
+from replicator.runtime import jars
 
 
 @dataclass(frozen=True)

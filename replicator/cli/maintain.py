@@ -30,7 +30,7 @@ from replicator.delta.schemachange import format_size
 from replicator.filters import TableFilter
 
 if TYPE_CHECKING:
-    from replicator.delta.maintenance import MaintainReport, TableReport
+    from replicator.maintenance import MaintainReport, TableReport
 
 @dataclass(frozen=True)
 class MaintainCommand:
@@ -82,8 +82,8 @@ def register(sub: Any) -> None:
 
 
 def maintain(cmd: MaintainCommand) -> int:
-    from replicator.delta.maintenance import MaintainOptions
-    from replicator.delta.maintenance import maintain as run_maintenance
+    from replicator.maintenance import MaintainOptions
+    from replicator.maintenance import maintain as run_maintenance
 
     s = cmd.settings
     options = MaintainOptions(

@@ -1,4 +1,4 @@
-"""The settings of `replicator maintain` (`replicator.delta.maintenance`), kept beside
+"""The settings of `replicator maintain` (`replicator.maintenance`), kept beside
 `replicator.cli.settings` (which would pass its size limit) and layered the same way.
 
 `MaintainFields` holds the layered ones (flag > environment `REPLICATOR_<NAME>` > config file), with
@@ -16,9 +16,9 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 from pydantic_settings import BaseSettings
 
-from replicator.delta.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_RETENTION_HOURS, DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.schemachange import format_size, parse_size
 from replicator.errors import ConfigError
+from replicator.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_RETENTION_HOURS, DEFAULT_TARGET_FILE_BYTES
 
 
 def _size(value: Any) -> int:

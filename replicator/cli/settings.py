@@ -59,18 +59,18 @@ CONFIG_ENV = ENV_PREFIX + "CONFIG"
 OTHER_ENV_VARS = (
     CONFIG_ENV,                             # the config file (--config)
     "REPLICATOR_LOG_FORMAT",                # logformat.py: human or json log lines (--log-format)
-    "REPLICATOR_SPARK_MASTER",              # delta/spark.py: the Spark master (default local[*])
-    "REPLICATOR_SPARK_JARS",                # delta/jars.py: the directory of Spark's jars
-    "REPLICATOR_MAVEN_REPOSITORY",          # delta/jars.py: where missing jars are fetched from
-    "REPLICATOR_JARS_CACHE",                # delta/jars.py: where fetched jars are kept
-    "REPLICATOR_SPARK_LOG_LEVEL",           # delta/spark.py: Spark's log level (sim/demo.py sets it)
-    "REPLICATOR_SHUFFLE_PARTITIONS",        # delta/spark.py: spark.sql.shuffle.partitions
-    "REPLICATOR_DRIVER_MEMORY",             # delta/spark.py: spark.driver.memory
-    "REPLICATOR_DRIVER_JAVA_OPTIONS",       # delta/spark.py: extra driver JVM options
-    "REPLICATOR_CODEGEN_CACHE_ENTRIES",     # delta/spark.py: spark.sql.codegen.cache.maxEntries
-    "REPLICATOR_JIT",                       # delta/spark.py: the driver JVM's compiler
-    "REPLICATOR_NIO_LOCAL_FS",              # delta/spark.py: 0 = Hadoop's own local file system
-    "REPLICATOR_JVM_ARCHIVE",               # delta/jvm_archive.py: the JVM's class-data archive
+    "REPLICATOR_SPARK_MASTER",              # runtime/spark.py: the Spark master (default local[*])
+    "REPLICATOR_SPARK_JARS",                # runtime/jars.py: the directory of Spark's jars
+    "REPLICATOR_MAVEN_REPOSITORY",          # runtime/jars.py: where missing jars are fetched from
+    "REPLICATOR_JARS_CACHE",                # runtime/jars.py: where fetched jars are kept
+    "REPLICATOR_SPARK_LOG_LEVEL",           # runtime/spark.py: Spark's log level (sim/demo.py sets it)
+    "REPLICATOR_SHUFFLE_PARTITIONS",        # runtime/spark.py: spark.sql.shuffle.partitions
+    "REPLICATOR_DRIVER_MEMORY",             # runtime/spark.py: spark.driver.memory
+    "REPLICATOR_DRIVER_JAVA_OPTIONS",       # runtime/spark.py: extra driver JVM options
+    "REPLICATOR_CODEGEN_CACHE_ENTRIES",     # runtime/spark.py: spark.sql.codegen.cache.maxEntries
+    "REPLICATOR_JIT",                       # runtime/spark.py: the driver JVM's compiler
+    "REPLICATOR_NIO_LOCAL_FS",              # runtime/spark.py: 0 = Hadoop's own local file system
+    "REPLICATOR_JVM_ARCHIVE",               # runtime/jvm_archive.py: the JVM's class-data archive
     "REPLICATOR_FAULT",                     # faults.py: crash at a planned instant (tests)
     "REPLICATOR_FAULT_ACTION",              # faults.py: stop (SIGSTOP) instead of crashing there (tests)
     "REPLICATOR_KAFKA_LIBS",                # sim/localkafka: the local broker's classpath

@@ -1,6 +1,6 @@
 """`replicator spark-conf`: the jars and confs a user's own Spark job (an OPTIMIZE, a VACUUM, a
 backfill) needs to write a warehouse as safely as the replicator does, as spark-submit flags and
-as a Python `SparkSession.builder` snippet (replicator/delta/writerconf.py says why)."""
+as a Python `SparkSession.builder` snippet (replicator/runtime/writerconf.py says why)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
 
 
 def spark_conf(cmd: SparkConfCommand) -> int:
-    from replicator.delta.writerconf import render, writer_conf
+    from replicator.runtime.writerconf import render, writer_conf
     from replicator.storage import normalise_root
 
     wc = writer_conf(normalise_root(cmd.settings.require("warehouse")))

@@ -2,7 +2,7 @@
 
 The applied watermark and its age, the last applied step (its time and outcome), who holds the
 warehouse now (the writer lease), the dead letters, and per table its Delta version, row count and
-applied commit ts. Read from small files without Spark (`replicator.delta.status`): it never takes
+applied commit ts. Read from small files without Spark (`replicator.views.status`): it never takes
 the lease and never writes, so it may run as often as wanted beside a running `replicator run`.
 
 On a terminal: readable. Piped or redirected: plain lines (`name: value`, then the tables
@@ -42,7 +42,7 @@ from replicator.cli.common import add_config, add_storage, files_text, maintaine
 from replicator.cli.settings import ReplicatorSettings
 
 if TYPE_CHECKING:
-    from replicator.delta.status import Status
+    from replicator.views.status import Status
 
 DESCRIPTION = (
     "Show where a warehouse stands: the applied watermark and its age, the last step's time and outcome, "
@@ -73,7 +73,7 @@ def register(sub: Any) -> None:
 
 
 def status(cmd: StatusCommand) -> int:
-    from replicator.delta.status import warehouse_status
+    from replicator.views.status import warehouse_status
 
     st = warehouse_status(cmd.settings.require("warehouse"))
     out = sys.stdout

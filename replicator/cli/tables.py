@@ -17,7 +17,7 @@ from replicator.cli.common import add_config, add_storage, files_text, maintaine
 from replicator.cli.settings import TablesCommand
 
 if TYPE_CHECKING:
-    from replicator.delta.listing import ListedTable
+    from replicator.views.listing import ListedTable
 
 DESCRIPTION = (
     "List the live tables of a warehouse: schema, table, row count, key, applied watermark, reader features, "
@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
 
 
 def tables(cmd: TablesCommand) -> int:
-    from replicator.delta.listing import list_tables
+    from replicator.views.listing import list_tables
 
     root, rows = list_tables(cmd.settings.require("warehouse"), count=True)
     out = sys.stdout

@@ -1,20 +1,11 @@
-"""The Delta edge: MERGE, DDL operations, type mapping, the warehouse, dead letters, the Spark
-session and exploration. Importing this package starts no JVM.
+"""The Delta write path: the table writer (`writer`, over `edge`), DDL operations (`ddl/`), type
+mapping, table features, dead letters, the warehouse's progress store (`warehouse`,
+`binlog_state`) and catalog projection, the Delta log read without Spark (`rowcount`).
+Importing this package starts no JVM.
 
-It gives the storage layer below it its Spark session for Hadoop URLs (storage/hadoop.py), made
-by the one session factory (spark.py) when such a URL is first used."""
+Importing it also arms the storage layer's Spark session for Hadoop URLs (`replicator.runtime`),
+as every part that reads or writes a warehouse imports this package."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from replicator.storage import hadoop as _hadoop
-
-
-def _spark_session() -> Any:
-    from replicator.delta.spark import get_spark
-
-    return get_spark()
-
-
-_hadoop.use_session_factory(_spark_session)
+import replicator.runtime  # noqa: F401  (the Hadoop URL session factory: see replicator/runtime)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from replicator.errors import CatalogError, ConfigError
+from replicator.mysql.tokens import quote_ident
+from replicator.runtime.spark import IMPLEMENTATION_CONF, URIS_CONF, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("replicator")
 
-IMPLEMENTATION_CONF = "spark.sql.catalogImplementation"
-URIS_CONF = "spark.hadoop.hive.metastore.uris"
 _HIVE_NAME = re.compile(r"[A-Za-z0-9_]+")
 RESYNC_EVERY_S = 60.0
 """A step without DDL re-checks the registrations at most this often (a name dropped by hand
@@ -72,12 +72,6 @@ class CatalogConfig:
         return f"{db}.{table.lower()}"
 
 
-def session_conf(uri: str) -> dict[str, str]:
-    """Spark settings of a session that uses the metastore at `uri` (the equivalent of
-    `enableHiveSupport()` plus `hive.metastore.uris`)."""
-    return {IMPLEMENTATION_CONF: "hive", URIS_CONF: uri}
-
-
 def uri_from_spark_conf(conf: Mapping[str, str]) -> str | None:
     """The metastore URI a `[spark]` table configures (Hive catalog and a URI both set), else None."""
     uri = conf.get(URIS_CONF, "").strip()
@@ -93,10 +87,6 @@ def check_uri(uri: str) -> str:
         raise ConfigError(f"--catalog-uri {uri!r}: expected thrift://HOST:PORT (a Hive metastore service; "
                           "`make catalog-up` prints the local one's)")
     return text
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _sql_string(text: str) -> str:
@@ -216,21 +206,21 @@ class CatalogSync:
                     continue
                 if wanted is None and self.sharded and location not in own:
                     continue  # another shard's table
-                self._sql(f"DROP TABLE IF EXISTS {_quote(db)}.{_quote(table)}")
+                self._sql(f"DROP TABLE IF EXISTS {quote_ident(db)}.{quote_ident(table)}")
                 changes.append(f"unregistered {db}.{table}")
                 registered.discard(table)
             if db in live_dbs:
                 if not registered and not self._call(f"look up database {db}", self._external().databaseExists, db):
-                    self._sql(f"CREATE DATABASE IF NOT EXISTS {_quote(db)}")
+                    self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}")
                     changes.append(f"created database {db}")
                 for (ldb, table), entry in sorted(live.items()):
                     if ldb == db and table not in registered:
-                        self._sql(f"CREATE TABLE IF NOT EXISTS {_quote(db)}.{_quote(table)} USING delta "
+                        self._sql(f"CREATE TABLE IF NOT EXISTS {quote_ident(db)}.{quote_ident(table)} USING delta "
                                   f"LOCATION {_sql_string(entry.path)}")
                         changes.append(f"registered {db}.{table}")
             elif not registered and not self.sharded and \
                     self._call(f"look up database {db}", self._external().databaseExists, db):
-                self._sql(f"DROP DATABASE IF EXISTS {_quote(db)}")  # RESTRICT: only when empty
+                self._sql(f"DROP DATABASE IF EXISTS {quote_ident(db)}")  # RESTRICT: only when empty
                 changes.append(f"dropped database {db}")
         self._synced_at = time.monotonic()
         if changes:

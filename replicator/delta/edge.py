@@ -110,7 +110,7 @@ _RACED_MARKER = "CommitRacedException"
 
 def is_commit_raced(exc: BaseException) -> bool:
     """Another writer wrote the commit version this statement planned (the s3a commit store,
-    delta/java/s3commit): nothing of the statement committed. Unlike Delta's own conflicts it is
+    runtime/java/s3commit): nothing of the statement committed. Unlike Delta's own conflicts it is
     not re-run as is by Delta: a blind append re-planned on top of a stale holder's commit of the
     same rows would apply them twice. The applier re-plans it (`TableWriter._raced`)."""
     return _RACED_MARKER in f"{type(exc).__name__}: {exc}"
@@ -304,12 +304,12 @@ class DeltaEdge:
     def table_version(self, path: str) -> int:
         return int(self.snapshot(path).version())
 
-    # -- version-pinned data commits (s3a://, under a lease: delta/commitfence.py) ------------------
+    # -- version-pinned data commits (s3a://, under a lease: runtime/commitfence.py) ------------------
     def _pins(self, path: str) -> Any | None:
         if not self.epoch() or not path.startswith("s3a://"):
             return None
         if self._pin_class is _UNKNOWN:
-            from replicator.delta.commitfence import pins
+            from replicator.runtime.commitfence import pins
 
             self._pin_class = pins(self.spark)
         return self._pin_class

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replicator.delta.catalog import IMPLEMENTATION_CONF, URIS_CONF, CatalogConfig
+from replicator.delta.catalog import CatalogConfig
 from replicator.delta.shardview import Shard, ShardedView, earliest_readable, readable_steps, table_versions_at
 from replicator.delta.warehouse import TableEntry, Warehouse
 from replicator.events import tso_physical_ms, tso_to_datetime
+from replicator.runtime.spark import IMPLEMENTATION_CONF, URIS_CONF
 from replicator.storage import is_url
 
 if TYPE_CHECKING:
@@ -264,7 +265,7 @@ def open_warehouse(path: str | os.PathLike[str] | None = None, spark: SparkSessi
     view = None if wh.state_path.exists() else ShardedView.read(wh)
     if view is None and not wh.state_path.exists():
         raise FileNotFoundError(f"{wh.root} is not a replicator warehouse (run `make run` first)")
-    from replicator.delta.spark import get_spark, use_catalog, use_storage
+    from replicator.runtime.spark import get_spark, use_catalog, use_storage
 
     if spark is None:
         recorded = view.catalog() if view is not None else wh.load_state().catalog

@@ -43,10 +43,10 @@ from pydantic import (
     model_validator,
 )
 
-from replicator.delta import jars
 from replicator.delta.typemap import TableSpec
 from replicator.errors import ConfigError, LeaseLostError, StateError
 from replicator.progress import Progress
+from replicator.runtime import jars
 from replicator.shards import ShardSpec
 from replicator.storage import Location, fileio_for, normalise_root
 from replicator.storage.fenced import FencedWriter, require_conditional_writes
@@ -166,7 +166,7 @@ class State(BaseModel):
     # The lease epoch of the run that wrote it (storage/fenced.py); absent outside a locked run.
     epoch: int = 0
     # When a follower or `replicator maintain` last vacuumed and compacted each live table (Unix
-    # seconds, by uid: engine/compaction.py, delta/maintenance.py); shown by `tables` and `status`.
+    # seconds, by uid: engine/compaction.py, maintenance.py); shown by `tables` and `status`.
     vacuumed: dict[str, float] = Field(default_factory=dict)
     compacted: dict[str, float] = Field(default_factory=dict)
     updated_at: str | None = None

@@ -444,7 +444,7 @@ class TableWriter(DeltaEdge):
                skipped: Callable[[], MergeResult]) -> MergeResult:
         """`write(as_merge)`, re-planned when another writer took its commit version first or
         committed since the plan's version was read (the s3a commit store's `CommitRacedException`
-        and its pin, delta/commitfence.py; nothing of ours committed). This run's lease is
+        and its pin, runtime/commitfence.py; nothing of ours committed). This run's lease is
         checked first: a holder that lost it stops here. Then the table's applied ts is read
         back again: at or past `version`, the other commit already holds these changes (a stale
         holder's write of the same step): skipped. Moved but short of it (a stale holder's
@@ -500,7 +500,7 @@ class TableWriter(DeltaEdge):
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        from replicator.delta.spark import executor_errors
+        from replicator.runtime.spark import executor_errors
 
         self._check_key(spec)
         if self._skip(path, uid, version):

@@ -8,7 +8,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from replicator.delta.maintenance import Maintainer, MaintainOptions
 from replicator.delta.typemap import spec_from_row
 from replicator.delta.warehouse import TableEntry, table_uid
 from replicator.engine.codecstate import keep_codec_state
@@ -26,6 +25,7 @@ from replicator.engine.window import Step
 from replicator.errors import LeaseLostError
 from replicator.events import Record, RowChange
 from replicator.faults import fault_point
+from replicator.maintenance import Maintainer, MaintainOptions
 from replicator.progress import Progress
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """A follower compacts and vacuums its own tables: between steps, one table at a time, within a
-share of the run's time (issue 51; what `replicator maintain` does on demand, delta/maintenance.py).
+share of the run's time (issue 51; what `replicator maintain` does on demand, maintenance.py).
 
 Each step's record names the tables it wrote. A table is looked at once it has had
 `min_small_files` writes since it was last looked at (a small step writes one file per table,
@@ -31,9 +31,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from replicator.delta.maintenance import Maintainer, MaintainOptions, live_file_sizes
 from replicator.errors import LeaseLostError
 from replicator.faults import fault_point, fault_timer
+from replicator.maintenance import Maintainer, MaintainOptions, live_file_sizes
 from replicator.metrics import Metrics
 
 log = logging.getLogger("replicator")

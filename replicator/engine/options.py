@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Literal
 
 from replicator.codec.values import DecodeOptions
 from replicator.delta.features import DEFAULT_PROFILE, Profile
-from replicator.delta.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_RETENTION_HOURS, DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.filters import TableFilter
+from replicator.maintenance import DEFAULT_MIN_SMALL_FILES, DEFAULT_RETENTION_HOURS, DEFAULT_TARGET_FILE_BYTES
 from replicator.metrics import DEFAULT_MAX_TABLES
 from replicator.progress import TP
 from replicator.shards import ShardSpec

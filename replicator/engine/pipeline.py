@@ -133,7 +133,7 @@ class Engine:
         self.warehouse.check_layout()  # sharded or not, as the warehouse is (before taking a lease)
         with self.warehouse.locked(wait=opts.wait_for_lock), self._signals():
             if self._own_spark:
-                from replicator.delta.spark import plan_jit
+                from replicator.runtime.spark import plan_jit
 
                 # A catch-up run reading on this driver is short-lived: the quick compiler, if its
                 # warehouse is small (docs/delta.md "Driver JVM start").
@@ -195,7 +195,7 @@ class Engine:
             state.catalog = config.to_json()
             self.warehouse.save_state(state)  # recorded before anything is registered there
         if self._own_spark:
-            from replicator.delta.spark import use_catalog
+            from replicator.runtime.spark import use_catalog
 
             use_catalog(config.uri)
         return config

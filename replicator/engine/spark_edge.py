@@ -40,9 +40,9 @@ class SparkEdge:
     def delta(self) -> TableWriter:
         with self._delta_lock:  # the warm-up thread may be building it
             if self._delta is None:
-                from replicator.delta import commitfence
-                from replicator.delta.spark import get_spark
                 from replicator.delta.writer import TableWriter
+                from replicator.runtime import commitfence
+                from replicator.runtime.spark import get_spark
 
                 delta = TableWriter(self._spark or get_spark(), table_features=self.options.table_features)
                 lease = self.warehouse.lease
@@ -93,7 +93,7 @@ class SparkEdge:
         return self._executor
 
     def _start_worker(self) -> None:
-        from replicator.delta.spark import APPLY_POOL
+        from replicator.runtime.spark import APPLY_POOL
 
         session = self.delta.spark.newSession()
         session.sparkContext.setLocalProperty("spark.scheduler.pool", APPLY_POOL)

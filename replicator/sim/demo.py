@@ -202,7 +202,7 @@ def capture_archive(bootstrap: str, topic: str, directory: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from replicator.delta.spark import get_spark, plan_jit, use_storage
+    from replicator.runtime.spark import get_spark, plan_jit, use_storage
     from replicator.sim.simcheck import compare_tables, read_warehouse
     from replicator.sim.simulate import SimConfig, Simulation, produce
 
@@ -356,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("kafka", "py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.WARNING if args.verbose else logging.ERROR)
     if args.verbose:
-        from replicator.delta.spark import set_verbose
+        from replicator.runtime.spark import set_verbose
 
         set_verbose(True)  # the JVM's start-up output too (quiet by default)
     # Delta logs a benign "Failed to translate filter" ERROR per read of a table with deletion vectors.

@@ -2,7 +2,7 @@
 
 A small replication through the real engine, from the simulator's stream, in this process's own
 driver JVM, which writes the archive as it exits: so the archive holds the classes a run loads.
-What a session needs to use the archive (its path, the JVM options) is replicator/delta/jvm_archive.py,
+What a session needs to use the archive (its path, the JVM options) is replicator/runtime/jvm_archive.py,
 which says why there is one.
 """
 
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from replicator.delta.jvm_archive import archive_path, dumping_to
+from replicator.runtime.jvm_archive import archive_path, dumping_to
 
 
 def _train(scratch: Path) -> None:
@@ -35,7 +35,7 @@ def _train(scratch: Path) -> None:
 
 def to_write(*, force: bool = False) -> Path | None:
     """The archive this installation still lacks (all of it with `force`); None: it exists, or off."""
-    from replicator.delta import spark as sparkmod
+    from replicator.runtime import spark as sparkmod
 
     path = archive_path(sparkmod.JVM_ARCHIVE_DIR, sparkmod.jar_paths())
     return None if path is None or (path.is_file() and not force) else path
@@ -46,7 +46,7 @@ def write(path: Path) -> None:
     which must not be running yet (the archive is written as that JVM exits)."""
     from pyspark import SparkContext
 
-    from replicator.delta import spark as sparkmod
+    from replicator.runtime import spark as sparkmod
 
     if SparkContext._active_spark_context is not None:
         raise RuntimeError("the JVM archive must be written by a process without a Spark session")

@@ -18,7 +18,7 @@ The holder keeps its own deadline on the monotonic clock (`time.monotonic()`, wh
 the process is stopped): the start of its last successful renewal plus the term, less `margin`.
 Past it, it is lost whatever the wall clock says; the renewal thread wakes at the deadline and
 tells the listeners (`on_change`), so the run's Spark work stops and the driver JVM refuses any
-further Delta commit (delta/java/s3commit) before any taker may start, `margin` + `grace` later.
+further Delta commit (runtime/java/s3commit) before any taker may start, `margin` + `grace` later.
 
 A holder on this very machine whose process is gone (killed) holds nothing: its lease is taken
 over at once instead of after its term. "This machine" means the same host name, boot and pid

@@ -1,6 +1,6 @@
 """Fixed costs a follower pays on every step stay paid once: generated code is compiled once per
 table shape, not once per MERGE, and a new table's Delta log checkpoints every 100 commits, not
-every 10 (replicator/delta/spark.py SIZING, replicator/delta/writer.py LOG_PROPERTIES)."""
+every 10 (replicator/runtime/spark.py SIZING, replicator/delta/writer.py LOG_PROPERTIES)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from replicator.cli import main
-from replicator.delta import jvm_archive
-from replicator.delta.spark import JVM_ARCHIVE_DIR, jar_paths
+from replicator.runtime import jvm_archive
+from replicator.runtime.spark import JVM_ARCHIVE_DIR, jar_paths
 from tests.support.cli import run_replicator
 from tests.support.env import clean_env
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
-from replicator.delta import commitfence
 from replicator.delta.typemap import ColumnSpec, TableSpec
 from replicator.delta.writer import TableWriter, delta_ref
+from replicator.runtime import commitfence
 from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
@@ -142,7 +142,7 @@ def test_a_raced_commit_is_re_planned_from_what_the_table_holds(spark: Any, tmp_
 
 def test_a_stale_commit_between_read_and_write_is_re_planned_not_written_over(spark: Any, s3_store: S3Server) -> None:
     """A data commit lands on the version its plan was read at, or not at all (issue 50, item 2;
-    the s3a commit store's `Pin`, delta/commitfence.py): a stale holder's commit that lands between
+    the s3a commit store's `Pin`, runtime/commitfence.py): a stale holder's commit that lands between
     the moment a run read what a table holds and its next write is not written on top of. Before
     pins, Delta's own snapshot saw the stale commit and put the append at the version after it, so
     a step the stale holder had also written was in the table twice. The stale holder is another

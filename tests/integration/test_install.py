@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from replicator.delta import jars
 from replicator.delta.explore import open_warehouse
 from replicator.delta.warehouse import Warehouse
+from replicator.runtime import jars
 from replicator.shards import ShardSpec
 from replicator.sim.localkafka.process import free_ports, pid_alive
 from replicator.sim.localspark import ClusterHandle, master_state, start, stop

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.spark import LOCALFS_JAR, jar_paths, local_fs_conf
+from replicator.runtime.spark import LOCALFS_JAR, jar_paths, local_fs_conf
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,7 @@ def test_run_is_quiet_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_verbose_shows_sparks_start_up() -> None:
     """What `-v` switches on (replicator.cli and the demo call set_verbose): Spark's own start-up output."""
-    code = ("from replicator.delta.spark import get_spark, set_verbose\n"
+    code = ("from replicator.runtime.spark import get_spark, set_verbose\n"
             "set_verbose(True)\n"
             "assert get_spark().range(3).count() == 3\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=600)
@@ -47,7 +47,7 @@ def test_verbose_shows_sparks_start_up() -> None:
 
 
 def test_driver_java_options_reach_the_driver_jvm() -> None:
-    code = ("from replicator.delta.spark import get_spark; s = get_spark(); "
+    code = ("from replicator.runtime.spark import get_spark; s = get_spark(); "
             "print(s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())")
     env = {**_env(), "REPLICATOR_DRIVER_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1 -Dreplicator.test=yes"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)

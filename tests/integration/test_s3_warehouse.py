@@ -178,8 +178,8 @@ def test_binlog_dead_letters_and_listing_on_s3(s3: S3Server, kafka_bootstrap: st
     tables, the dead-letter table, and `replicator tables` reading both catalogs from the store."""
     from replicator.binlog_apply import BinlogApplier, load_state
     from replicator.delta.deadletter import read_dead_letters
-    from replicator.delta.listing import list_tables
     from replicator.formats.binlog import BinlogWriter
+    from replicator.views.listing import list_tables
 
     url = s3.warehouse_url("other-state")
     log = tmp_path / "log.bin"

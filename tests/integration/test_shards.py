@@ -16,9 +16,7 @@ import pytest
 
 from replicator.cli import main
 from replicator.delta.explore import open_warehouse
-from replicator.delta.listing import list_tables
 from replicator.delta.shardview import ShardedView
-from replicator.delta.status import warehouse_status
 from replicator.delta.warehouse import Warehouse
 from replicator.engine.sharding import ShardFilter
 from replicator.errors import ConfigError
@@ -27,6 +25,8 @@ from replicator.shards import ShardSpec, table_shard
 from replicator.sim.expected import ExpectedState
 from replicator.sim.simcheck import check_warehouse, compare_tables, read_delta_table, read_snapshot
 from replicator.sim.simulate import SimConfig, Simulation
+from replicator.views.listing import list_tables
+from replicator.views.status import warehouse_status
 from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import size

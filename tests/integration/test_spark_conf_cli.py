@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.delta import jars
+from replicator.runtime import jars
 from tests.support.cli import run_replicator
 from tests.support.env import clean_env
 

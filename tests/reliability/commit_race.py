@@ -17,8 +17,8 @@ from typing import Any
 
 def main() -> None:
     log_dir, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    from replicator.delta import jars
-    from replicator.delta.spark import get_spark
+    from replicator.runtime import jars
+    from replicator.runtime.spark import get_spark
 
     jars.require("s3")
     spark = get_spark(f"commit-race-{name}")

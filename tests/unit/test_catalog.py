@@ -11,9 +11,10 @@ import pytest
 
 from replicator.cli.run import catalog_config
 from replicator.cli.settings import ReplicatorSettings
-from replicator.delta.catalog import CatalogConfig, _location, check_uri, session_conf, uri_from_spark_conf
+from replicator.delta.catalog import CatalogConfig, _location, check_uri, uri_from_spark_conf
 from replicator.delta.warehouse import State
 from replicator.errors import ConfigError
+from replicator.runtime.spark import session_conf
 from replicator.sim.localcatalog import thrift_answers
 from replicator.sim.localkafka.process import free_ports
 

@@ -13,10 +13,10 @@ import pytest
 
 from replicator.cli.check import SHOWN_DIFFERENCES, count_by_table, evaluate, render
 from replicator.cli.tables import TSV_COLUMNS, tsv_lines
-from replicator.delta.listing import ListedTable
 from replicator.delta.rowcount import Inexact, count_rows
 from replicator.sim.expected import ExpectedState
 from replicator.sim.simcheck import ActualTable
+from replicator.views.listing import ListedTable
 
 SCHEMA = {"key": ["id"], "columns": [["id", "INT"], ["v", "VARCHAR(10)"]]}
 TYPES = {"id": "INT", "v": "STRING"}

@@ -157,7 +157,7 @@ def test_failed_sasl_connection_does_not_print_the_password(tmp_path: Path) -> N
 
 
 def test_verbose_flag_lets_spark_start_loudly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from replicator.delta import spark
+    from replicator.runtime import spark
 
     try:
         assert main(["archive", "inspect", str(tmp_path)]) == 0
@@ -437,7 +437,7 @@ def test_unknown_environment_variable_warns_once(monkeypatch: pytest.MonkeyPatch
     typo = "REPLICATOR_UNTIL_CAUGHT_UPP"  # (the registry test below skips this file, typos and all)
     monkeypatch.setenv(typo, "true")
     monkeypatch.setenv("REPLICATOR_SPARK_MASTR", "local[2]")
-    monkeypatch.setenv("REPLICATOR_SPARK_MASTER", "local[2]")  # read by delta/spark.py: no warning
+    monkeypatch.setenv("REPLICATOR_SPARK_MASTER", "local[2]")  # read by runtime/spark.py: no warning
     monkeypatch.setenv("REPLICATOR_TOPIC", "t")
     with caplog.at_level("WARNING", logger="replicator"):
         s = load_settings({})
@@ -499,7 +499,7 @@ def test_every_replicator_variable_in_the_sources_is_known() -> None:
     unknown = {n: str(f) for n, f in found.items() if n not in env_names()}
     assert unknown == {}, "add these to OTHER_ENV_VARS in replicator/cli/settings.py (or fix the typo)"
     assert len(set(OTHER_ENV_VARS)) == len(OTHER_ENV_VARS)
-    pending = {"REPLICATOR_MAVEN_REPOSITORY", "REPLICATOR_JARS_CACHE"}  # being added to delta/jars.py
+    pending = {"REPLICATOR_MAVEN_REPOSITORY", "REPLICATOR_JARS_CACHE"}  # being added to runtime/jars.py
     assert {n for n in OTHER_ENV_VARS if n not in found} <= pending
 
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replicator.delta.maintenance import MaintainOptions
 from replicator.engine import compaction
 from replicator.engine.compaction import SHARE, Compactor
 from replicator.errors import LeaseLostError
+from replicator.maintenance import MaintainOptions
 
 SMALL = 1000  # bytes: under half the 4 KB target
 

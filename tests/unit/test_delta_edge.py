@@ -12,11 +12,11 @@ import pytest
 
 from replicator.binlog_apply import BinlogState, ColumnInfo, Position, TableInfo, save_state
 from replicator.delta.edge import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaEdge, is_conflict
-from replicator.delta.listing import list_tables
 from replicator.delta.typemap import spec_from_create
 from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import ConfigError
 from replicator.storage.local import atomic_write
+from replicator.views.listing import list_tables
 
 
 class Conf:

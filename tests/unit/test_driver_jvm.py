@@ -1,4 +1,4 @@
-"""The driver JVM's start options: the class archive (delta/jvm_archive.py) and the compiler a run
+"""The driver JVM's start options: the class archive (runtime/jvm_archive.py) and the compiler a run
 chooses (`plan_jit`), without starting a JVM."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from replicator.delta import jvm_archive
-from replicator.delta import spark as sparkmod
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
+from replicator.runtime import jvm_archive
+from replicator.runtime import spark as sparkmod
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +116,7 @@ def test_what_the_jvm_prints_on_its_stdout_goes_to_stderr() -> None:
     """The driver JVM is started with fd 1 on stderr (Delta's VACUUM prints "Deleted N files" with
     println): a process started inside `_jvm_stdout_on_stderr` writes its stdout to our stderr,
     and this process's own stdout is untouched (`maintain --json` prints JSON and nothing else)."""
-    code = ("import subprocess\nfrom replicator.delta.spark import _jvm_stdout_on_stderr\n"
+    code = ("import subprocess\nfrom replicator.runtime.spark import _jvm_stdout_on_stderr\n"
             "print('before', flush=True)\n"
             "with _jvm_stdout_on_stderr():\n    subprocess.run(['sh', '-c', 'echo Deleted 3 files'], check=True)\n"
             "print('after')\n")

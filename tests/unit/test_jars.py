@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from replicator.cli import main
-from replicator.delta import jars
-from replicator.delta import spark as sparkmod
+from replicator.runtime import jars
+from replicator.runtime import spark as sparkmod
 
 
 def test_versions_match_the_installed_python_packages() -> None:

@@ -224,7 +224,7 @@ def test_layout_refusals(tmp_path: Path) -> None:
         Warehouse(plain, shard=ShardSpec(0, 2)).check_layout()
     assert not (plain / "_replicator/shards.json").exists()
     # readers read a sharded warehouse whole: no shard has progress yet, so no tables
-    from replicator.delta.listing import list_tables
+    from replicator.views.listing import list_tables
 
     assert list_tables(root) == (str(root), [])
     with pytest.raises(ConfigError, match="is not a replicator warehouse"):

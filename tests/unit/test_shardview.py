@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.listing import list_tables
 from replicator.delta.shardview import ShardedView, table_versions_at
-from replicator.delta.status import warehouse_status
 from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.progress import Progress
 from replicator.shards import ShardSpec
+from replicator.views.listing import list_tables
+from replicator.views.status import warehouse_status
 
 
 def _entry(uid: str, table: str, created: int = 1, dropped: int | None = None) -> TableEntry:

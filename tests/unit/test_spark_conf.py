@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from replicator.cli import main
-from replicator.delta import jars
-from replicator.delta.writerconf import builder_snippet, render, spark_submit_flags, writer_conf
 from replicator.errors import ConfigError
+from replicator.runtime import jars
+from replicator.runtime.writerconf import builder_snippet, render, spark_submit_flags, writer_conf
 from replicator.storage import StorageOptions, configure, storage_options
 
 LOG_STORES = {"spark.delta.logStore.s3a.impl", "spark.delta.logStore.s3.impl"}

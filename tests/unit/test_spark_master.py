@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from replicator.delta.spark import spark_master
+from replicator.runtime.spark import spark_master
 
 
 def test_local_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,7 +25,7 @@ def test_spark_submit_keeps_its_master(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_loopback_only_for_executors_on_this_machine() -> None:
-    from replicator.delta.spark import on_this_machine
+    from replicator.runtime.spark import on_this_machine
 
     assert on_this_machine("local[*]") and on_this_machine("local[2]")
     assert on_this_machine("spark://127.0.0.1:7077") and on_this_machine("spark://localhost:7077")

@@ -25,7 +25,7 @@ def _applier(tmp_path: Path, monkeypatch: Any, started: list[float]) -> Warehous
         time.sleep(0.3)
         return SlowSpark()
 
-    monkeypatch.setattr("replicator.delta.spark.get_spark", slow_get_spark)
+    monkeypatch.setattr("replicator.runtime.spark.get_spark", slow_get_spark)
     warehouse, options, metrics = Warehouse(tmp_path), RunOptions(warehouse=str(tmp_path), protocol="open"), Metrics()
     edge = SparkEdge(warehouse, options, metrics)
     return WarehouseApplier(RunContext(warehouse, options, RunSummary(), metrics, "test", edge, State()))

@@ -285,8 +285,8 @@ def test_a_store_that_ignores_if_match_is_refused_in_one_line(tmp_path: Path) ->
 
 
 def test_a_session_without_the_commit_store_is_refused_for_an_s3a_warehouse(tmp_path: Path) -> None:
-    from replicator.delta import commitfence
     from replicator.errors import ConfigError
+    from replicator.runtime import commitfence
     from replicator.storage import StorageOptions, configure, storage_options
 
     class Conf:

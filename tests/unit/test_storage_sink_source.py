@@ -256,7 +256,7 @@ def test_a_bad_line_is_named_by_file_and_line(tmp_path: Path) -> None:
 
 
 def test_status_shows_the_checkpoint_read_and_the_lag(tmp_path: Path) -> None:
-    from replicator.delta.status import Status, storage_sink_view
+    from replicator.views.status import Status, storage_sink_view
 
     (tmp_path / "metadata").write_text(json.dumps({"checkpoint-ts": (1_000_000 << 18) | 5}))
     assert storage_sink_view("topic-a") is None

@@ -1,6 +1,6 @@
 """The one SparkSession factory used everywhere (CLI, engine, tests, notebooks, benchmarks).
 
-The jars beyond pyspark's own are declared once, in `replicator.delta.jars`, and reach the session
+The jars beyond pyspark's own are declared once, in `replicator.runtime.jars`, and reach the session
 through `spark.jars`: from REPLICATOR_SPARK_JARS (a directory a user fills), else `.cache/spark-jars`
 in a checkout (`make spark-jars`), else the per-user jar cache, filled from Maven Central (or a
 mirror) with exactly the groups the run needs. Once cached everything works offline.
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from replicator.delta import jars
 from replicator.errors import ConfigError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
+from replicator.runtime import jars
 from replicator.storage import storage_options
 
 if TYPE_CHECKING:
@@ -92,6 +92,16 @@ _STARTUP_CHATTER = re.compile(
     r"|Ivy Default Cache set to|The jars for the packages stored in|\S+#\S+ added as a dependency"
     r"|\s+(confs: |found \S+ in |:: modules in use|\d+ artifacts copied|-{20,}|\|)"
 )
+
+
+IMPLEMENTATION_CONF = "spark.sql.catalogImplementation"
+URIS_CONF = "spark.hadoop.hive.metastore.uris"
+
+
+def session_conf(uri: str) -> dict[str, str]:
+    """Spark settings of a session that uses the metastore at `uri` (the equivalent of
+    `enableHiveSupport()` plus `hive.metastore.uris`)."""
+    return {IMPLEMENTATION_CONF: "hive", URIS_CONF: uri}
 
 
 def use_catalog(uri: str | None) -> None:
@@ -206,7 +216,7 @@ def local_fs_conf(jars: list[str]) -> dict[str, str]:
 
 def commit_store_conf(jars_: list[str]) -> dict[str, str]:
     """Spark confs that make s3a:// (and s3://) Delta tables commit through the replicator's own log
-    store (delta/java/s3commit): a commit file is written only if absent, by the store itself, and
+    store (runtime/java/s3commit): a commit file is written only if absent, by the store itself, and
     only while this process holds the writer lease (docs/object-store.md "Two writers"). Empty
     when its jar is not among `jars_` (a warehouse on s3a then refuses to start: warehouse.py)."""
     if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_):
@@ -344,7 +354,7 @@ def driver_java_options(jars: list[str] | None) -> list[str]:
     # file list after every commit when a zone name lacks "utc" (docs/delta.md).
     options = ["-Duser.timezone=UTC"]
     if not _submitted():
-        from replicator.delta import jvm_archive
+        from replicator.runtime import jvm_archive
 
         options += JVM_LOG_TO_STDERR
         options += jvm_archive.java_options(JVM_ARCHIVE_DIR, jars)
@@ -413,8 +423,6 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         if not _submitted() or _submitted_conf(SQL_WAREHOUSE_CONF) is None:
             builder = builder.config(SQL_WAREHOUSE_CONF, str(SQL_WAREHOUSE_DIR))
         if _catalog_uri is not None:  # tables registered by name in a shared metastore
-            from replicator.delta.catalog import session_conf
-
             for key, value in session_conf(_catalog_uri).items():
                 builder = builder.config(key, value)
         # The object store's settings (endpoint, path style, region, credentials chain) and the

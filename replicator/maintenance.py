@@ -43,7 +43,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from replicator.delta.listing import ListedTable, list_tables
 from replicator.delta.rowcount import DEFAULT_TARGET_FILE_BYTES as DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.rowcount import Inexact, file_bytes, read_snapshot
 from replicator.delta.warehouse import STATE_FORMAT, State, Warehouse, read_state_file
@@ -52,6 +51,7 @@ from replicator.filters import TableFilter
 from replicator.mysql.tokens import quote_ident
 from replicator.shards import ShardSpec
 from replicator.storage import as_location, is_url
+from replicator.views.listing import ListedTable, list_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -245,7 +245,7 @@ class Maintainer:
         on_disk = _on_disk(path)
         statement = f"VACUUM delta.{quote_ident(path)} RETAIN {retention_hours:g} HOURS"
         with self.edge.session_confs(self._vacuum_confs()), self.edge.user_metadata(MAINTAIN_METADATA):
-            # (Delta prints "Deleted N files ..." on the JVM's stdout: stderr, delta/spark.py)
+            # (Delta prints "Deleted N files ..." on the JVM's stdout: stderr, runtime/spark.py)
             self.edge.sql_retrying(statement, f"VACUUM of {name}", kind="vacuum")
         return sorted(set(on_disk) - set(_on_disk(path))), on_disk
 
@@ -278,9 +278,9 @@ def maintain(root: str, options: MaintainOptions, *,
              on_table: Callable[[TableReport], None] | None = None) -> MaintainReport:
     """Maintain every table of the warehouse at `root` that `options.table_filter` keeps: each
     shard's tables (one group for an unsharded warehouse) under that shard's lease, one at a time."""
-    from replicator.delta import commitfence
     from replicator.delta.edge import DeltaEdge
-    from replicator.delta.spark import get_spark, use_storage
+    from replicator.runtime import commitfence
+    from replicator.runtime.spark import get_spark, use_storage
 
     started = time.monotonic()
     if options.retention_hours < 0 or math.isnan(options.retention_hours):

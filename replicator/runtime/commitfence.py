@@ -1,6 +1,6 @@
 """The writer lease, enforced inside the driver JVM for Delta commits on s3a://.
 
-`replicator.s3commit.ConditionalS3LogStore` (delta/java/s3commit) writes each commit file with
+`replicator.s3commit.ConditionalS3LogStore` (runtime/java/s3commit) writes each commit file with
 `If-None-Match: *` and, before that, asks `replicator.s3commit.Fence` whether this JVM may still
 commit. `arm` keeps that fence in step with the lease: after every renewal it is armed with the
 time left before the lease's monotonic deadline; when the lease is lost the fence closes and the
@@ -19,8 +19,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from replicator.delta import jars
 from replicator.errors import ConfigError
+from replicator.runtime import jars
 from replicator.storage.lease import Lease
 from replicator.storage.options import CONDITIONAL_ENV, storage_options
 

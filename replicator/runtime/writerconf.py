@@ -4,7 +4,7 @@ warehouse safely: `replicator spark-conf --warehouse W`.
 Every writer of an `s3a://` warehouse must commit through a conditional log store: Delta's default
 `S3SingleDriverLogStore` checks that `N.json` is absent and then PUTs it, so a job's commit can
 replace one of the replicator's (docs/object-store.md "Two writers"). The confs come from the code
-the replicator's own session is built with (`delta/spark.py`, `delta/jars.py`, the storage options'
+the replicator's own session is built with (`runtime/spark.py`, `runtime/jars.py`, the storage options'
 `s3a_conf`), so a user's job writes the way the replicator does; what only the replicator's own
 runs need (its sizing, its scheduler, its local file system) is left out. Secrets that a config
 file's `[spark]` table holds are never printed.
@@ -18,8 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replicator.delta import jars, spark
 from replicator.errors import ConfigError
+from replicator.runtime import jars, spark
 from replicator.storage.options import CONDITIONAL_ENV, storage_options
 
 # Spark's own `spark.redaction.regex` default: values of these keys are not printed.

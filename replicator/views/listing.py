@@ -22,7 +22,7 @@ from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import ConfigError
 from replicator.storage import is_url, normalise_root
 
-log = logging.getLogger("replicator.delta.listing")
+log = logging.getLogger("replicator.views.listing")
 
 Source = Literal["kafka", "binlog"]
 
@@ -90,7 +90,7 @@ def table_rows(path: str) -> int | None:
         return count_rows(path)
     except Inexact as exc:
         log.info("counting the rows of %s with Spark: %s", path, exc)
-    from replicator.delta.spark import get_spark, use_storage
+    from replicator.runtime.spark import get_spark, use_storage
 
     spark = get_spark()
     if is_url(path):

@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from replicator.delta.listing import list_tables
 from replicator.delta.rowcount import Inexact, LogSnapshot, file_counts, log_version, read_snapshot
 from replicator.delta.shardview import Shard
 from replicator.delta.warehouse import Warehouse
 from replicator.events import tso_physical_ms
 from replicator.storage import Location
 from replicator.storage.lease import Holder
+from replicator.views.listing import list_tables
 
-log = logging.getLogger("replicator.delta.status")
+log = logging.getLogger("replicator.views.status")
 
 _REASON = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*):")
 
