@@ -189,8 +189,8 @@ def bench_manytables(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Ma
 def _floor(spark: SparkSession, sample: list[tuple[Any, Any]], scratch: Path, threads: int) -> dict[str, Any]:
     """Delta's floor: CREATE TABLE + one idempotent INSERT per table of `sample` ((spec, Arrow rows
     with their Spark schema) pairs), on `threads` sessions; returns the timed figures."""
-    from replicator.delta.edge import USER_METADATA
     from replicator.delta.features import DEFAULT_PROFILE, create_properties
+    from replicator.delta.session import USER_METADATA
     from replicator.delta.typemap import quote_string
     from replicator.delta.writer import LOG_PROPERTIES, column_ddl, delta_ref
     from replicator.mysql.tokens import quote_ident

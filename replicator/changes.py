@@ -2,7 +2,7 @@
 MERGE applies (delta/writer.py).
 
 It lives at the bottom of the package because the engine (which collapses a step's rows), the
-Spark reader's executors (which key rows the same way) and the Delta edge (which merges the
+Spark reader's executors (which key rows the same way) and the Delta writer (which merges the
 changes) all use it, and the Delta edge sits below the other two. Pure: no Spark, no Kafka.
 """
 

@@ -56,7 +56,7 @@ from replicator.views.listing import ListedTable, list_tables
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from replicator.delta.edge import DeltaEdge
+    from replicator.delta.session import DeltaSession
 
 log = logging.getLogger("replicator")
 
@@ -171,7 +171,7 @@ def check_retention(retention_hours: float, floor_hours: float, name: str, allow
             f"{floor_hours:g}, or pass {OVERRIDE_FLAG} if no such reader or writer exists")
 
 
-def live_file_sizes(edge: DeltaEdge, path: str) -> list[int]:
+def live_file_sizes(delta: DeltaSession, path: str) -> list[int]:
     """The sizes of the table's live data files: from its log (no Spark), else from Delta's snapshot
     (a log this reader cannot replay exactly: a v2 checkpoint, a gap)."""
     try:
@@ -182,7 +182,7 @@ def live_file_sizes(edge: DeltaEdge, path: str) -> list[int]:
         log.info("reading the files of %s with Spark: %s", path, exc)
     from pyspark.sql import DataFrame
 
-    files = DataFrame(edge.snapshot(path).allFiles().toDF(), edge.spark)
+    files = DataFrame(delta.snapshot(path).allFiles().toDF(), delta.spark)
     return [int(r[0]) for r in files.select("size").collect()]
 
 
@@ -206,16 +206,16 @@ def plan_table(t: ListedTable, options: MaintainOptions, floor_hours: float, siz
 class Maintainer:
     """Runs the statements of one table on a session of its own (its confs never reach another)."""
 
-    def __init__(self, edge: DeltaEdge, options: MaintainOptions) -> None:
-        self.edge = edge
+    def __init__(self, delta: DeltaSession, options: MaintainOptions) -> None:
+        self.delta = delta
         self.options = options
 
     @property
     def spark(self) -> SparkSession:
-        return self.edge.spark
+        return self.delta.spark
 
     def floor_hours(self, path: str) -> float:
-        rows = self.edge.sql(f"DESCRIBE DETAIL delta.{quote_ident(path)}")
+        rows = self.delta.sql(f"DESCRIBE DETAIL delta.{quote_ident(path)}")
         properties = (rows[0]["properties"] or {}) if rows else {}
         return interval_hours(properties.get(RETENTION_PROPERTY))
 
@@ -223,7 +223,7 @@ class Maintainer:
         return {RETENTION_CHECK_CONF: "false"} if self.options.allow_short_retention else {}
 
     def _jobs(self, kind: str) -> int:
-        counts = self.edge.commits.kinds.get(kind)
+        counts = self.delta.commits.kinds.get(kind)
         return counts.jobs if counts is not None else 0
 
     def _removed(self, report: TableReport, paths: list[str], sizes: dict[str, int]) -> None:
@@ -236,17 +236,17 @@ class Maintainer:
         """Bin-pack the table's small files: one OPTIMIZE commit, `dataChange=false`."""
         confs = {OPTIMIZE_MIN_CONF: str(self.options.small_file_bytes),
                  OPTIMIZE_MAX_CONF: str(self.options.target_file_bytes)}
-        with self.edge.session_confs(confs), self.edge.user_metadata(MAINTAIN_METADATA):
-            self.edge.sql_retrying(f"OPTIMIZE delta.{quote_ident(path)}", f"OPTIMIZE of {name}", kind="optimize")
+        with self.delta.session_confs(confs), self.delta.user_metadata(MAINTAIN_METADATA):
+            self.delta.sql_retrying(f"OPTIMIZE delta.{quote_ident(path)}", f"OPTIMIZE of {name}", kind="optimize")
 
     def vacuum(self, path: str, name: str, retention_hours: float) -> tuple[list[str], dict[str, int]]:
         """VACUUM the table: the files it removed (below the table's directory) and the sizes of
         everything that was there before (listed before and after: no DRY RUN pass of its own)."""
         on_disk = _on_disk(path)
         statement = f"VACUUM delta.{quote_ident(path)} RETAIN {retention_hours:g} HOURS"
-        with self.edge.session_confs(self._vacuum_confs()), self.edge.user_metadata(MAINTAIN_METADATA):
+        with self.delta.session_confs(self._vacuum_confs()), self.delta.user_metadata(MAINTAIN_METADATA):
             # (Delta prints "Deleted N files ..." on the JVM's stdout: stderr, runtime/spark.py)
-            self.edge.sql_retrying(statement, f"VACUUM of {name}", kind="vacuum")
+            self.delta.sql_retrying(statement, f"VACUUM of {name}", kind="vacuum")
         return sorted(set(on_disk) - set(_on_disk(path))), on_disk
 
     def run(self, t: ListedTable, report: TableReport) -> None:
@@ -257,14 +257,14 @@ class Maintainer:
         if self.options.dry_run:
             # What VACUUM would delete now, by Delta's own rules (without the files a compaction
             # would replace first: those are kept for the retention from the compaction on).
-            with self.edge.session_confs(self._vacuum_confs()):
-                rows = self.edge.sql(vacuum + " DRY RUN", kind="vacuum_dry_run")
+            with self.delta.session_confs(self._vacuum_confs()):
+                rows = self.delta.sql(vacuum + " DRY RUN", kind="vacuum_dry_run")
             marker = "/" + as_location(path).name + "/"
             self._removed(report, [str(r[0]).split(marker, 1)[-1] for r in rows], _on_disk(path))
         else:
             if report.compact:
                 self.compact(path, f"{t.schema}.{t.table}")
-                report.files_after = len(live_file_sizes(self.edge, path))
+                report.files_after = len(live_file_sizes(self.delta, path))
             self._removed(report, *self.vacuum(path, f"{t.schema}.{t.table}", self.options.retention_hours))
         report.spark_jobs = {k: self._jobs(k) - v for k, v in before.items() if self._jobs(k) - v}
         report.seconds = time.monotonic() - started
@@ -278,7 +278,7 @@ def maintain(root: str, options: MaintainOptions, *,
              on_table: Callable[[TableReport], None] | None = None) -> MaintainReport:
     """Maintain every table of the warehouse at `root` that `options.table_filter` keeps: each
     shard's tables (one group for an unsharded warehouse) under that shard's lease, one at a time."""
-    from replicator.delta.edge import DeltaEdge
+    from replicator.delta.session import DeltaSession
     from replicator.runtime import commitfence
     from replicator.runtime.spark import get_spark, use_storage
 
@@ -298,14 +298,14 @@ def maintain(root: str, options: MaintainOptions, *,
     if is_url(wh_root):
         use_storage(spark)
     session = spark.newSession()  # the OPTIMIZE / VACUUM confs stay on this session
-    edge = DeltaEdge(session)
-    maintainer = Maintainer(edge, options)
+    delta = DeltaSession(session)
+    maintainer = Maintainer(delta, options)
     # Every table's retention check first: a refused retention stops before anything changed.
     plans = []
     for t in tables:
         floor = maintainer.floor_hours(t.path)
         check_retention(options.retention_hours, floor, f"{t.schema}.{t.table}", options.allow_short_retention)
-        plans.append((t, plan_table(t, options, floor, live_file_sizes(edge, t.path))))
+        plans.append((t, plan_table(t, options, floor, live_file_sizes(delta, t.path))))
     for label in groups:
         wh = Warehouse(wh_root, shard=_shard_of(label), **(
             {"lease_seconds": options.lease_seconds} if options.lease_seconds is not None else {}))
@@ -313,7 +313,7 @@ def maintain(root: str, options: MaintainOptions, *,
         with _held(wh, options) as lease:
             if lease is not None and wh.on_object_store:
                 commitfence.arm(session, lease, wh.root)
-            edge.fence, edge.epoch = wh.fence, wh.epoch
+            delta.fence, delta.epoch = wh.fence, wh.epoch
             marks = _Marks(wh) if not options.dry_run else None
             try:
                 for t, plan in group:
@@ -326,7 +326,7 @@ def maintain(root: str, options: MaintainOptions, *,
                 if not options.dry_run:  # the shard's own records are kept for the same retention
                     report.steps_rolled += wh.roll_step_log(dt.timedelta(hours=options.retention_hours))
             finally:
-                edge.fence, edge.epoch = _no_fence, _no_epoch
+                delta.fence, delta.epoch = _no_fence, _no_epoch
     report.seconds = time.monotonic() - started
     return report
 

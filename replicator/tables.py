@@ -1,8 +1,8 @@
 """Table names and a DDL's scope: which tables a DDL is a barrier for (engine/plan.py).
 
 It lives at the bottom of the package because the engine (which plans steps around DDLs), the
-Spark reader (which groups rows by table), the Delta edge (which tells a DDL's scope,
-delta/ddl/scope.py) and the shard map (shards.py) all use it, and the Delta edge sits below the
+Spark reader (which groups rows by table), the Delta side (which tells a DDL's scope,
+delta/ddl/scope.py) and the shard map (shards.py) all use it, and the Delta side sits below the
 engine and the reader. `TableName` is defined here only. Pure.
 """
 

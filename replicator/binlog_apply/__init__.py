@@ -14,8 +14,8 @@ Three layers, the first two pure (unit-tested without Spark), one module each be
 * ``translate`` (``translate``) parses one MySQL statement with sqlglot, rejects what cannot be replayed
   deterministically, substitutes ``@variables`` as string literals, and produces Delta actions whose
   SQL is built from sqlglot-generated expressions plus backtick-quoted identifiers.
-* ``BinlogApplier`` (``applier``) runs the actions through the Delta edge
-  (``replicator.delta.edge``) and keeps ``<warehouse>/_replicator/binlog.json``.
+* ``BinlogApplier`` (``applier``) runs the actions through a ``DeltaSession``
+  (``replicator.delta.session``) and keeps ``<warehouse>/_replicator/binlog.json``.
 
 Exactly once: every Delta write of statement ``i`` of transaction ``seq`` runs with Delta's
 idempotent-DML confs (txnAppId ``binlog/<table uid>``, txnVersion ``seq << 28 | i << 8 | step``),
@@ -74,9 +74,9 @@ from replicator.delta.binlog_state import (
     load_state,
     save_state,
 )
-from replicator.delta.edge import TXN_APP_ID as _TXN_APP_ID
-from replicator.delta.edge import TXN_VERSION as _TXN_VERSION
-from replicator.delta.edge import USER_METADATA as _USER_METADATA
+from replicator.delta.session import TXN_APP_ID as _TXN_APP_ID
+from replicator.delta.session import TXN_VERSION as _TXN_VERSION
+from replicator.delta.session import USER_METADATA as _USER_METADATA
 
 __all__ = [
     "APP_ID_PREFIX",

@@ -25,7 +25,7 @@ from replicator.binlog_apply.model import (
 )
 from replicator.binlog_apply.translate import translate, verify_generated
 from replicator.delta.binlog_state import STATE_FILE, BinlogState, InFlight, Position, load_state, state_bytes
-from replicator.delta.edge import DeltaEdge, is_conflict
+from replicator.delta.session import DeltaSession, is_conflict
 from replicator.delta.warehouse import Warehouse
 from replicator.errors import (
     ConfigError,
@@ -128,7 +128,7 @@ class BinlogApplier:
         self.state_path = self.warehouse.meta / STATE_FILE
         self.tables_root = (self.warehouse.base / TABLES_DIR).path
         self._spark = spark
-        self._edge: DeltaEdge | None = None
+        self._delta: DeltaSession | None = None
         self.hook = hook
         self.default_database = default_database
         self.summary = Summary()
@@ -145,25 +145,25 @@ class BinlogApplier:
         return self._spark
 
     @property
-    def edge(self) -> DeltaEdge:
-        """Every Delta statement goes through the edge: idempotent-write confs, conflict retries."""
-        if self._edge is None:
+    def delta(self) -> DeltaSession:
+        """Every Delta statement goes through one DeltaSession: idempotent-write confs, conflict retries."""
+        if self._delta is None:
             lease = self.warehouse.lease
             if lease is not None and self.warehouse.on_object_store:  # commits fenced in the JVM too
                 from replicator.runtime import commitfence
 
                 commitfence.arm(self.spark, lease, self.warehouse.root)
-            self._edge = DeltaEdge(self.spark)
-            self._edge.fence = self.warehouse.fence
-            self._edge.epoch = self.warehouse.epoch
-        return self._edge
+            self._delta = DeltaSession(self.spark)
+            self._delta.fence = self.warehouse.fence
+            self._delta.epoch = self.warehouse.epoch
+        return self._delta
 
     def run(self, paths: Sequence[str | os.PathLike[str]], *, wait: bool = False) -> Summary:
         """Apply every committed transaction not yet applied; stop at the first corrupt frame or gap."""
         check_paths(paths)
         self.summary = Summary()
         with self.warehouse.locked(wait=wait):
-            self._edge = None  # built (and its commits fenced) under this run's lease
+            self._delta = None  # built (and its commits fenced) under this run's lease
             held = self.warehouse.read_own(self.state_path)  # the holder's read: its writes are conditional on it
             self.state = load_state(self.state_path, held) if held is not None else BinlogState()
             self.catalog = Catalog(self.state.tables)
@@ -270,14 +270,14 @@ class BinlogApplier:
         previous = conf.get(_VARIABLE_SUBSTITUTE, None)
         conf.set(_VARIABLE_SUBSTITUTE, "false")
         try:
-            self.edge.sql_retrying(sql, f"{where}: Delta write to {path}")
+            self.delta.sql_retrying(sql, f"{where}: Delta write to {path}")
         except ReplicatorError:
             raise
         except Exception as exc:  # Spark's AnalysisException, ParseException, runtime errors...
             first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
             if is_conflict(exc):
                 raise StateError(
-                    f"{where}: a concurrent writer committed first {self.edge.max_retries + 1} times ({first}); "
+                    f"{where}: a concurrent writer committed first {self.delta.max_retries + 1} times ({first}); "
                     "nothing of this statement committed: run again once the other writer is done"
                 ) from None
             raise SchemaError(f"{where}: Spark rejected it: {first}") from None
@@ -294,7 +294,7 @@ class BinlogApplier:
     def _action(self, action: Action, seq: int, index: int, meta: str, where: str) -> None:
         if isinstance(action, Dml):
             app_id = f"{APP_ID_PREFIX}/{action.table.uid}"
-            with self.edge.idempotent(app_id, txn_version(seq, index, action.step), meta):
+            with self.delta.idempotent(app_id, txn_version(seq, index, action.step), meta):
                 self._sql(action.sql, where, action.table.path)
         elif isinstance(action, CreateTable):
             # IF NOT EXISTS at a deterministic path: a re-run after a crash is a no-op

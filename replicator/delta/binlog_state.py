@@ -1,6 +1,6 @@
 """Durable progress and catalog of a binlog apply: ``<warehouse>/_replicator/binlog.json``.
 
-Written by the binlog applier (``replicator.binlog_apply``); it lives in the Delta edge, beside the
+Written by the binlog applier (``replicator.binlog_apply``); it lives in delta/, beside the
 Kafka run's state file (warehouse.py), because the warehouse's table listing (listing.py) reads
 both catalogs and sits below the applier."""
 

@@ -2,7 +2,7 @@
 
 Written before progress moves past the message, deduplicated on (topic, partition, offset) so a
 re-run after a crash does not record the same message twice. Both statements go through the
-Delta edge, so a concurrent commit (a user's OPTIMIZE of the table) is retried like any other write.
+Delta session, so a concurrent commit (a user's OPTIMIZE of the table) is retried like any other write.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from replicator.delta.edge import DeltaEdge, one_file
+from replicator.delta.session import DeltaSession, one_file
 from replicator.delta.warehouse import Warehouse
 from replicator.delta.writer import clear_unborn_table, delta_ref
 from replicator.events import Record
@@ -27,11 +27,11 @@ DEAD_LETTER_DDL = (
 
 def write_dead_letters(
     spark: SparkSession, warehouse: Warehouse, protocol: str, items: Sequence[tuple[Record, str]],
-    *, edge: DeltaEdge | None = None,
+    *, edge: DeltaSession | None = None,
 ) -> None:
     """Record `items` (message, error) in the dead-letter table, once per (topic, partition, offset)."""
     if edge is None:
-        edge = DeltaEdge(spark)
+        edge = DeltaSession(spark)
         edge.fence = warehouse.fence
         edge.epoch = warehouse.epoch
     path = str(warehouse.dead_letters_path)

@@ -46,10 +46,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from replicator.changes import Change, all_fresh
-from replicator.delta.edge import DeltaEdge, is_commit_raced, one_file
-from replicator.delta.edge import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
+from replicator.delta.session import DeltaSession, is_commit_raced, one_file
+from replicator.delta.session import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_string
 from replicator.errors import SchemaError, StateError
 from replicator.mysql.tokens import quote_ident
@@ -251,10 +251,10 @@ class MergeResult:
     pre_images: bool = False
 
 
-class TableWriter(DeltaEdge):
+class TableWriter(DeltaSession):
     """All Delta writes of the engine go through here (one SparkSession, serial per table).
 
-    Statement execution, conflict retries and Delta log lookups are the edge's (`DeltaEdge`)."""
+    Statement execution, conflict retries and Delta log lookups are the Delta session's (`DeltaSession`)."""
 
     def __init__(self, spark: SparkSession, table_features: str = DEFAULT_PROFILE) -> None:
         super().__init__(spark)

@@ -3,7 +3,7 @@ share of the run's time (issue 51; what `replicator maintain` does on demand, ma
 
 Each step's record names the tables it wrote. A table is looked at once it has had
 `min_small_files` writes since it was last looked at (a small step writes one file per table,
-delta/edge.py `one_file`), by reading its live files' sizes from its log (no Spark job); it is
+delta/session.py `one_file`), by reading its live files' sizes from its log (no Spark job); it is
 compacted, one OPTIMIZE commit whose files are all `dataChange=false`, when at least
 `min_small_files` of them are small. So a table's small files stay below about twice the
 threshold, whatever the number of steps.
@@ -181,4 +181,4 @@ class Compactor:
         self.metrics.vacuumed(done, removed_bytes=removed, seconds=seconds)
 
     def _small(self, maintainer: Maintainer, path: str) -> list[int]:
-        return [s for s in live_file_sizes(maintainer.edge, path) if s < self.options.small_file_bytes]
+        return [s for s in live_file_sizes(maintainer.delta, path) if s < self.options.small_file_bytes]

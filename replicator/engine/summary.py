@@ -8,7 +8,7 @@ from typing import Any
 
 from replicator.codec.state import CodecState
 from replicator.codec.values import InvalidText
-from replicator.delta.edge import CommitCounts
+from replicator.delta.session import CommitCounts
 from replicator.engine.filtering import FilterCounts
 from replicator.events import tso_physical_ms, tso_to_datetime
 

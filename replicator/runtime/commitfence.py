@@ -8,7 +8,7 @@ run's Spark jobs are cancelled, so no commit of this process can land once a tak
 
 `replicator.s3commit.Pin` holds, per table, the version its next data commit from this JVM must
 have: the one after the version whose log gave the table's applied ts (`pins`, used by
-delta/edge.py). A commit of anyone else in between makes the data write fail as a lost race
+delta/session.py). A commit of anyone else in between makes the data write fail as a lost race
 instead of landing on top of it; the applier re-reads the log and re-plans.
 """
 

@@ -9,7 +9,7 @@ replicator.sim.jvm_archive`) by running a small replication through the real eng
 archive holds the classes a run loads; `get_spark` then starts the driver JVM with it.
 
 This module is what the session needs to use an archive (where it is, the JVM options); writing
-one runs the simulator and the engine, which sit above the Delta edge: replicator/sim/jvm_archive.py.
+one runs the simulator and the engine, which sit above the Delta write path: replicator/sim/jvm_archive.py.
 
 The archive is only valid for the JVM and the class path it was written with. Its file name
 carries a key of both (the java binary, pyspark's jars, the cached Delta jars and the local file

@@ -8,8 +8,8 @@ those stores), but `replace` compares the file's modification time and length an
 the writer lease is exclusive on these stores only between runs that do not start within the same
 instant. Only S3 is tested here (docs/running-on-object-storage.md).
 
-The Spark session comes from above: storage sits below the Delta edge, which owns the session
-factory and hands it over with `use_session_factory` (replicator/delta/__init__.py), so the
+The Spark session comes from above: storage sits below the Spark runtime, which owns the session
+factory and hands it over with `use_session_factory` (replicator/runtime/__init__.py), so the
 session is made only when a Hadoop URL is first used, as before.
 """
 

@@ -105,7 +105,7 @@ def test_a_run_reads_each_tables_log_once_and_appends_fresh_inserts(spark: Any, 
     """What a table already holds is read back from its log once per run (a clean run's later
     steps know it); tables whose step holds only new keys are appended, the rest merged, and the
     result is exact across DDL steps."""
-    from replicator.delta.edge import DeltaEdge
+    from replicator.delta.session import DeltaSession
     from replicator.delta.warehouse import Warehouse
     from replicator.engine.pipeline import Engine, RunOptions
     from replicator.sim.simcheck import compare_tables, read_warehouse
@@ -116,13 +116,13 @@ def test_a_run_reads_each_tables_log_once_and_appends_fresh_inserts(spark: Any, 
                                ddl=["add_column", "rename_table", "truncate"]))
     write_archive(sim, tmp_path / "archive", "clean-run")
     reads: list[str] = []
-    original = DeltaEdge.last_applied_ts
+    original = DeltaSession.last_applied_ts
 
-    def counted(self: DeltaEdge, path: str, read: Any) -> int:
+    def counted(self: DeltaSession, path: str, read: Any) -> int:
         reads.append(path)
         return original(self, path, read)
 
-    monkeypatch.setattr(DeltaEdge, "last_applied_ts", counted)
+    monkeypatch.setattr(DeltaSession, "last_applied_ts", counted)
     summary = Engine(ArchiveSource(tmp_path / "archive"),
                      RunOptions(warehouse=str(tmp_path / "wh"), protocol="craft", until_caught_up=True,
                                 max_buffer_rows=150, progress=False), spark=spark).run()

@@ -1,5 +1,5 @@
 """What a run's steps leave behind stays bounded (issue 51). A small step writes one file per table
-(delta/edge.py `one_file`): an append, the insert into an empty table, and a small MERGE each add
+(delta/session.py `one_file`): an append, the insert into an empty table, and a small MERGE each add
 one data file (and a MERGE at most one change-data file), not one per partition of the step's
 source. A follower compacts a table between steps once it holds enough small files
 (engine/compaction.py: OPTIMIZE, no change-data rows), rolls its step log up past the retention

@@ -50,7 +50,7 @@ def _dead(spark: Any, wh: Path) -> list[tuple[Any, ...]]:
 
 
 def _most_files_a_step_added(spark: Any, wh: Path) -> int:
-    """The most data files one append or MERGE added to a table (delta/edge.py `one_file`)."""
+    """The most data files one append or MERGE added to a table (delta/session.py `one_file`)."""
     most = 0
     for e in Warehouse(wh).load_state().tables.values():
         if e.status != "live":

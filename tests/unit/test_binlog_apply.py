@@ -635,20 +635,20 @@ def test_a_concurrent_commit_rejecting_any_statement_is_retried(
 ) -> None:
     """Delta rejecting a statement because a user's commit landed first (nothing of it committed):
     every kind of statement is re-run, and the outcome equals an undisturbed run."""
-    monkeypatch.setattr("replicator.delta.edge.time.sleep", lambda _: None)
+    monkeypatch.setattr("replicator.delta.session.time.sleep", lambda _: None)
     log, ref_outcome, calls = workload
     delta = FakeDelta()
     delta.conflicts = set(range(1, 2 * calls + 2, 2))  # every first attempt: calls 1, 3, 5, ...
     spark = FakeSpark(delta)
     applier = BinlogApplier(tmp_path / "wh", spark)  # type: ignore[arg-type]
     summary = applier.run([log])
-    assert summary.applied == 4 and applier.edge.conflict_retries == calls
+    assert summary.applied == 4 and applier.delta.conflict_retries == calls
     assert outcome(delta, tmp_path / "wh") == ref_outcome
     assert spark.conf.values == {}, "idempotent-write and substitution confs must be unset (restored)"
 
 
 def test_a_conflict_past_the_retries_names_the_statement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("replicator.delta.edge.time.sleep", lambda _: None)
+    monkeypatch.setattr("replicator.delta.session.time.sleep", lambda _: None)
     log = write_log(tmp_path / "log.bin", [("q", 1, "CREATE TABLE t (a INT)"), ("q", 1, "INSERT INTO t VALUES (1)"),
                                            ("c", 1)])
     delta = FakeDelta()

@@ -33,7 +33,7 @@ class _Maintainer:
 
     def __init__(self, files: dict[str, list[int]], clock: _Clock, takes: float = 1.0,
                  fails: Exception | None = None) -> None:
-        self.edge = cast(Any, files)
+        self.delta = cast(Any, files)
         self.files, self.clock, self.takes, self.fails = files, clock, takes, fails
         self.compacted: list[str] = []
 
@@ -60,7 +60,7 @@ class _Maintainer:
 
 @pytest.fixture(autouse=True)
 def _sizes_from_the_fake(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compaction, "live_file_sizes", lambda edge, path: list(edge[path]))
+    monkeypatch.setattr(compaction, "live_file_sizes", lambda delta, path: list(delta[path]))
 
 
 def _compactor(m: _Maintainer, clock: _Clock, threshold: int = 3, retention: float = 168.0,

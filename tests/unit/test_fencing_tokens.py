@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from replicator.delta.binlog_state import STATE_FILE, load_state, state_bytes
-from replicator.delta.edge import DeltaEdge
+from replicator.delta.session import DeltaSession
 from replicator.delta.warehouse import State, Warehouse
 from replicator.errors import LeaseLostError
 from replicator.storage.fenced import FencedWriter, file_epoch
@@ -143,7 +143,7 @@ def test_a_table_written_under_a_later_epoch_stops_the_run() -> None:
     log = {0: _commit(None),
            1: _commit({"replicator": {"kind": "window", "applied_ts": 10, "epoch": 2}}),
            2: _commit({"replicator": {"kind": "maintain", "epoch": 3}})}
-    edge = DeltaEdge(cast(Any, None))
+    edge = DeltaSession(cast(Any, None))
     edge.table_version = lambda path: max(log)  # type: ignore[method-assign]
 
     def read(path: str) -> bytes | None:

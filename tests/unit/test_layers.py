@@ -79,7 +79,7 @@ def test_upward_imports_are_reported_eager_lazy_and_type_checking(tree: Path) ->
         f.write("\n\ndef _lazy() -> None:\n    import replicator.sim.demo  # noqa\n")
     lazy = len((pkg / "codec" / "values.py").read_text(encoding="utf-8").splitlines())
     with (pkg / "storage" / "local.py").open("a", encoding="utf-8") as f:
-        f.write("\nif TYPE_CHECKING:\n    from ..delta import edge\n")
+        f.write("\nif TYPE_CHECKING:\n    from ..delta import session\n")
     typed = len((pkg / "storage" / "local.py").read_text(encoding="utf-8").splitlines())
 
     bad = layer_violations(import_graph(tree), read_layers(tree / "README.md"))
@@ -87,7 +87,7 @@ def test_upward_imports_are_reported_eager_lazy_and_type_checking(tree: Path) ->
     assert bad == [
         Import("replicator.codec.values", "replicator.sim.demo", lazy),
         Import("replicator.delta.writer", "replicator.engine.window", top),
-        Import("replicator.storage.local", "replicator.delta.edge", typed),
+        Import("replicator.storage.local", "replicator.delta.session", typed),
     ]
     reported = [line for line in check(tree) if not line.startswith("import cycle: ")]
     assert reported == [f"upward or sideways import: {imp}" for imp in bad]

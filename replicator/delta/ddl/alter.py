@@ -22,8 +22,8 @@ from replicator.delta.ddl.base import (
 from replicator.delta.ddl.defaults import backfill_literal, delta_default
 from replicator.delta.ddl.tables import _rename_pairs
 from replicator.delta.ddl.widening import can_widen, cast_expr, norm_type
-from replicator.delta.edge import as_storage_error
 from replicator.delta.rowcount import Inexact, live_bytes
+from replicator.delta.session import as_storage_error
 from replicator.delta.typemap import ColumnSpec, TableSpec, column_from_def, parse_sql, quote_string
 from replicator.delta.warehouse import State, TableEntry
 from replicator.delta.writer import column_ddl, delta_ref, is_conflict

@@ -1,7 +1,7 @@
 """The one edge between the replicator and Delta's transaction machinery.
 
 Every Delta write of the replicator (the engine's MERGE and DDL, the binlog applier, dead letters)
-runs through `DeltaEdge`:
+runs through `DeltaSession`:
 
 * `committing()` sets the commit's `userMetadata` (the step and the upstream commit ts it brings
   the table to) and a statement's own confs, and always restores them; `last_applied_ts()` reads
@@ -123,7 +123,7 @@ def is_conflict(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONFLICT_MARKERS)
 
 
-class DeltaEdge:
+class DeltaSession:
     """Statement execution, idempotent-write confs, conflict retries and log lookups for one session."""
 
     def __init__(self, spark: SparkSession, *, max_retries: int = 10) -> None:
@@ -148,7 +148,7 @@ class DeltaEdge:
         """Statements re-run after a concurrent writer's commit (this edge and those derived from it)."""
         return self._retries[0]
 
-    def share_counts(self, other: DeltaEdge) -> None:
+    def share_counts(self, other: DeltaSession) -> None:
         """Count this edge's conflict retries together with `other`'s (a worker session's edge)."""
         self._retries = other._retries
         self.max_retries = other.max_retries
@@ -452,4 +452,4 @@ def _no_fence() -> None:
 
 
 _UNKNOWN: Any = object()
-"""Not looked up yet (`DeltaEdge._pins`)."""
+"""Not looked up yet (`DeltaSession._pins`)."""

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from replicator.binlog_apply import BinlogState, ColumnInfo, Position, TableInfo, save_state
-from replicator.delta.edge import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaEdge, is_conflict
+from replicator.delta.session import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaSession, is_conflict
 from replicator.delta.typemap import spec_from_create
 from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import ConfigError
@@ -53,12 +53,12 @@ CONFLICT = "io.delta.exceptions.ConcurrentAppendException: [DELTA_CONCURRENT_APP
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("replicator.delta.edge.time.sleep", lambda _: None)
+    monkeypatch.setattr("replicator.delta.session.time.sleep", lambda _: None)
 
 
 def test_idempotent_write_is_retried_with_its_confs_and_unset_after() -> None:
     spark = Spark(fail=2, error=CONFLICT)
-    edge = DeltaEdge(spark)  # type: ignore[arg-type]
+    edge = DeltaSession(spark)  # type: ignore[arg-type]
     with edge.idempotent("binlog/abc", 7, '{"seq": 1}'):
         assert edge.sql_retrying("UPDATE x", "UPDATE x") == ["UPDATE x"]
     want = {TXN_APP_ID: "binlog/abc", TXN_VERSION: "7", USER_METADATA: '{"seq": 1}'}
@@ -69,7 +69,7 @@ def test_idempotent_write_is_retried_with_its_confs_and_unset_after() -> None:
 def test_extra_confs_get_the_session_value_back() -> None:
     spark = Spark(fail=0, error="")
     spark.conf.values = {"spark.sql.shuffle.partitions": "2"}
-    edge = DeltaEdge(spark)  # type: ignore[arg-type]
+    edge = DeltaSession(spark)  # type: ignore[arg-type]
     with edge.idempotent("a", 1, "{}", {"spark.sql.shuffle.partitions": "1", "spark.x": "on"}):
         edge.sql("MERGE")
     assert spark.seen[0][1]["spark.sql.shuffle.partitions"] == "1" and spark.seen[0][1]["spark.x"] == "on"
@@ -78,7 +78,7 @@ def test_extra_confs_get_the_session_value_back() -> None:
 
 def test_other_errors_are_not_retried_and_confs_are_unset() -> None:
     spark = Spark(fail=1, error="AnalysisException: cannot resolve `x`")
-    edge = DeltaEdge(spark)  # type: ignore[arg-type]
+    edge = DeltaSession(spark)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="cannot resolve"), edge.idempotent("a", 1, "{}"):
         edge.sql_retrying("UPDATE x", "UPDATE x")
     assert len(spark.seen) == 1 and edge.conflict_retries == 0 and spark.conf.values == {}
@@ -86,7 +86,7 @@ def test_other_errors_are_not_retried_and_confs_are_unset() -> None:
 
 def test_conflicts_past_the_retry_budget_reach_the_caller() -> None:
     spark = Spark(fail=100, error=CONFLICT)
-    edge = DeltaEdge(spark, max_retries=3)  # type: ignore[arg-type]
+    edge = DeltaSession(spark, max_retries=3)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError) as info:
         edge.sql_retrying("MERGE", "MERGE")
     assert is_conflict(info.value) and len(spark.seen) == 4 and edge.conflict_retries == 3
@@ -132,7 +132,7 @@ def test_listing_reads_both_catalogs(tmp_path: Path) -> None:
 def test_store_failures_of_delta_statements_become_one_line() -> None:
     """Spark's errors from s3a name the store's failure; the edge turns them into a StorageError
     that says what happened and that nothing was lost, without echoing the request's details."""
-    from replicator.delta.edge import as_storage_error, storage_failure
+    from replicator.delta.session import as_storage_error, storage_failure
 
     refused = ("py4j.protocol.Py4JJavaError: An error occurred while calling o94.sql.\n: "
                "java.nio.file.AccessDeniedException: s3a://warehouse/t/_delta_log: getFileStatus on "
