@@ -41,7 +41,9 @@ the PUT of a Delta commit file whose fence and pin checks passed: where a paused
 commit comes from."""
 
 
-class _Faults:
+class FaultPlan:
+    """A parsed `REPLICATOR_FAULT` spec: which pass through which point crashes (and after how long)."""
+
     def __init__(self, spec: str) -> None:
         self.plan: dict[str, tuple[int, float]] = {}
         for part in filter(None, (p.strip() for p in spec.split(","))):
@@ -61,7 +63,8 @@ class _Faults:
             return self.hits[point] == self.plan[point][0]
 
 
-_FAULTS: _Faults | None = _Faults(os.environ[ENV]) if os.environ.get(ENV) else None
+# This process's plan: None unless REPLICATOR_FAULT is set (a test run has none).
+ACTIVE: FaultPlan | None = FaultPlan(os.environ[ENV]) if os.environ.get(ENV) else None
 
 
 def crash(point: str) -> None:
@@ -80,14 +83,14 @@ def crash(point: str) -> None:
 
 def fault_point(point: str) -> None:
     """Crash here if REPLICATOR_FAULT plans it for this pass (no-op otherwise)."""
-    if _FAULTS is not None and _FAULTS.reached(point):
+    if ACTIVE is not None and ACTIVE.reached(point):
         crash(point)
 
 
 def fault_timer(point: str) -> None:
     """For instants inside a blocking call (a MERGE running in the JVM): if planned for this pass,
     crash the planned seconds from now, whatever the process is doing by then."""
-    if _FAULTS is not None and _FAULTS.reached(point):
-        timer = threading.Timer(_FAULTS.plan[point][1], crash, args=(point,))
+    if ACTIVE is not None and ACTIVE.reached(point):
+        timer = threading.Timer(ACTIVE.plan[point][1], crash, args=(point,))
         timer.daemon = True
         timer.start()

@@ -29,9 +29,9 @@ and that re-run is a no-op if its write had landed. See docs/binlog.md.
 from __future__ import annotations
 
 from replicator.binlog_apply.applier import (
-    _VARIABLE_SUBSTITUTE,
     APP_ID_PREFIX,
     TABLES_DIR,
+    VARIABLE_SUBSTITUTE,
     BinlogApplier,
     Hook,
     Summary,
@@ -74,9 +74,6 @@ from replicator.delta.binlog_state import (
     load_state,
     save_state,
 )
-from replicator.delta.session import TXN_APP_ID as _TXN_APP_ID
-from replicator.delta.session import TXN_VERSION as _TXN_VERSION
-from replicator.delta.session import USER_METADATA as _USER_METADATA
 
 __all__ = [
     "APP_ID_PREFIX",
@@ -86,10 +83,7 @@ __all__ = [
     "STATE_FORMAT",
     "TABLES_DIR",
     "TABLE_PROPERTIES",
-    "_TXN_APP_ID",
-    "_TXN_VERSION",
-    "_USER_METADATA",
-    "_VARIABLE_SUBSTITUTE",
+    "VARIABLE_SUBSTITUTE",
     "Action",
     "AddColumn",
     "BinlogApplier",

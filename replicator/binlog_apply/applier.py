@@ -47,7 +47,7 @@ log = logging.getLogger("replicator.binlog_apply")
 
 TABLES_DIR = "binlog"
 APP_ID_PREFIX = "binlog"
-_VARIABLE_SUBSTITUTE = "spark.sql.variable.substitute"
+VARIABLE_SUBSTITUTE = "spark.sql.variable.substitute"
 
 
 @dataclass
@@ -267,8 +267,8 @@ class BinlogApplier:
         conf = self.spark.conf
         # Spark rewrites ${name} / ${env:NAME} in the SQL *text* before parsing, string literals
         # included: a logged value must never be able to pull in a conf or environment variable.
-        previous = conf.get(_VARIABLE_SUBSTITUTE, None)
-        conf.set(_VARIABLE_SUBSTITUTE, "false")
+        previous = conf.get(VARIABLE_SUBSTITUTE, None)
+        conf.set(VARIABLE_SUBSTITUTE, "false")
         try:
             self.delta.sql_retrying(sql, f"{where}: Delta write to {path}")
         except ReplicatorError:
@@ -283,9 +283,9 @@ class BinlogApplier:
             raise SchemaError(f"{where}: Spark rejected it: {first}") from None
         finally:
             if previous is None:
-                conf.unset(_VARIABLE_SUBSTITUTE)
+                conf.unset(VARIABLE_SUBSTITUTE)
             else:
-                conf.set(_VARIABLE_SUBSTITUTE, previous)
+                conf.set(VARIABLE_SUBSTITUTE, previous)
 
     def _columns_in_delta(self, path: str) -> set[str]:
         fields = self.spark.read.format("delta").load(path).schema.fieldNames()

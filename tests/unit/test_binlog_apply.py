@@ -31,6 +31,7 @@ from replicator.binlog_apply import (
     txn_version,
     verify_generated,
 )
+from replicator.delta.session import TXN_APP_ID, TXN_VERSION, USER_METADATA
 from replicator.errors import (
     ConfigError,
     DdlError,
@@ -498,7 +499,7 @@ class FakeSpark:
     def sql(self, text: str) -> Any:
         d = self.delta
         d.calls += 1
-        assert self.conf.values.get(ba._VARIABLE_SUBSTITUTE) == "false", "${...} substitution must be off"
+        assert self.conf.values.get(ba.VARIABLE_SUBSTITUTE) == "false", "${...} substitution must be off"
         if d.crash_at == d.calls and d.crash_before:
             raise Crash
         if d.calls in d.conflicts:
@@ -522,8 +523,8 @@ class FakeSpark:
                     assert name not in cols, "adding an existing column: check-before-alter failed"
                     cols.append(name)
         else:
-            app, version = self.conf.values[ba._TXN_APP_ID], int(self.conf.values[ba._TXN_VERSION])
-            assert self.conf.values[ba._USER_METADATA]
+            app, version = self.conf.values[TXN_APP_ID], int(self.conf.values[TXN_VERSION])
+            assert self.conf.values[USER_METADATA]
             if d.txn.get(app, -1) < version:
                 d.txn[app] = version
                 d.writes.append((path, text))

@@ -577,14 +577,14 @@ def test_huge_counts_are_rejected_without_allocating() -> None:
 
 
 def test_term_dictionary_cache_is_bounded() -> None:
-    for i in range(cwire._TERMS_CACHE_ENTRIES + 10):
+    for i in range(cwire.TERMS_CACHE_ENTRIES + 10):
         decode(encode_ddl(DdlEvent(1, f"s{i}", "t", 3, "q")))
-    assert len(cwire._TERMS_CACHE) <= cwire._TERMS_CACHE_ENTRIES
-    big = "x" * (cwire._TERMS_CACHE_MAX_BYTES + 1)
-    before = dict(cwire._TERMS_CACHE)
+    assert len(cwire.cached_term_dictionaries()) <= cwire.TERMS_CACHE_ENTRIES
+    big = "x" * (cwire.TERMS_CACHE_MAX_BYTES + 1)
+    before = set(cwire.cached_term_dictionaries())
     assert decode(encode_ddl(DdlEvent(1, big, "t", 3, "q"))) == [DdlEvent(1, big, "t", 3, "q")]
-    assert all(len(k) <= cwire._TERMS_CACHE_MAX_BYTES for k in cwire._TERMS_CACHE)
-    assert set(cwire._TERMS_CACHE) - set(before) == set()
+    assert all(len(k) <= cwire.TERMS_CACHE_MAX_BYTES for k in cwire.cached_term_dictionaries())
+    assert set(cwire.cached_term_dictionaries()) - before == set()
 
 
 # --------------------------------------------------------------------------------------------

@@ -147,8 +147,13 @@ def decode_size_tables(buf: bytes, p: int, end: int) -> list[list[int]]:
 # Consecutive messages of one table carry byte-identical term dictionaries: memoize the decoded
 # terms by content (bounded in entry size and count, so it cannot grow with hostile input).
 _TERMS_CACHE: dict[bytes, list[str]] = {}
-_TERMS_CACHE_ENTRIES: Final = 256
-_TERMS_CACHE_MAX_BYTES: Final = 4096
+TERMS_CACHE_ENTRIES: Final = 256
+TERMS_CACHE_MAX_BYTES: Final = 4096
+
+
+def cached_term_dictionaries() -> list[bytes]:
+    """The term dictionaries memoized now (their wire bytes): what the bounds above keep small."""
+    return list(_TERMS_CACHE)
 
 
 def decode_terms(buf: bytes, marks: bytes, p: int, end: int) -> list[str]:
@@ -173,8 +178,8 @@ def decode_terms(buf: bytes, marks: bytes, p: int, end: int) -> list[str]:
         p = q
     if p != end:
         raise DecodeError(f"{end - p} stray bytes after the term dictionary", offset=p)
-    if end - start <= _TERMS_CACHE_MAX_BYTES:
-        if len(_TERMS_CACHE) >= _TERMS_CACHE_ENTRIES:
+    if end - start <= TERMS_CACHE_MAX_BYTES:
+        if len(_TERMS_CACHE) >= TERMS_CACHE_ENTRIES:
             _TERMS_CACHE.clear()
         _TERMS_CACHE[key] = terms
     return terms
