@@ -48,7 +48,7 @@ def main() -> None:
             store.write(path(f"{log_dir}/{i:020d}.json"), actions.iterator(), False, conf)
             won.append(i)
         except Exception as exc:
-            (raced if "CommitRacedException" in str(exc) else other).append(f"{i}: {str(exc)[:200]}")
+            (raced if "commit raced" in str(exc) else other).append(f"{i}: {str(exc)[:200]}")
     print(json.dumps({"name": name, "won": won, "raced": len(raced), "other": other, "lag": round(lag, 3)}), flush=True)
     spark.stop()
 

@@ -18,6 +18,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -222,3 +223,76 @@ def test_bad_store_settings_give_one_clear_line(s3: S3Server, kafka_bootstrap: s
                 "unreachable endpoint": "unreachable"}[case]
     assert expected in lines[0], lines[0]
     assert json.dumps(err)  # printable
+
+
+_USER_JOB = '''
+"""A user's own Spark job beside the replicator: its session built from `replicator spark-conf`'s
+Python form, OPTIMIZE and VACUUM of every replicated table in a loop until told to stop."""
+import json, sys, time
+from pathlib import Path
+
+from replicator.delta.warehouse import Warehouse
+
+ns = {}
+exec(Path(sys.argv[1]).read_text(), ns)  # noqa: S102 (the snippet `replicator spark-conf` printed)
+spark, url, stop = ns["spark"], sys.argv[2], Path(sys.argv[3])
+spark.conf.set("spark.databricks.delta.vacuum.logging.enabled", "true")  # a VACUUM commits START and END
+print("ready", flush=True)
+done = {"optimize": 0, "vacuum": 0, "conflict": 0}
+while not stop.exists():
+    wh = Warehouse(url)
+    for entry in (wh.load_state().live_tables() if wh.io.exists(wh.state_path.path) else []):
+        try:
+            key = ", ".join(f"`{k}`" for k in entry.table_spec.key[:1])  # clustered by the key: rewrites
+            spark.sql(f"OPTIMIZE delta.`{entry.path}`" + (f" ZORDER BY ({key})" if key else "")).collect()
+            done["optimize"] += 1
+            spark.sql(f"VACUUM delta.`{entry.path}` RETAIN 168 HOURS").collect()
+            done["vacuum"] += 1
+        except Exception as exc:  # Delta's conflicts: the replicator's commit won that version
+            if "Concurrent" not in type(exc).__name__ + str(exc)[:300]:
+                raise
+            done["conflict"] += 1
+    time.sleep(0.2)
+print(json.dumps(done))
+'''
+
+
+@pytest.mark.soak  # two driver JVMs and a run of small steps on the store: `make soak`
+@pytest.mark.parametrize("seed", range(89, 89 + size(1, 3)))
+def test_a_users_maintenance_configured_by_spark_conf_during_a_run(s3: S3Server, kafka_bootstrap: str, spark: Any,
+                                                                   tmp_path: Path, seed: int) -> None:
+    """A user's Spark job, configured as `replicator spark-conf` says, OPTIMIZEs and VACUUMs the
+    tables of an `s3a://` warehouse while a run writes them in small steps: their commits race for the same
+    versions through the same conditional commit store, and whichever loses goes again (the
+    replicator re-plans on the version it lost to). Every table equals the stream, the step log
+    reaches the watermark `state.json` holds, and the user's commits are in the tables' history."""
+    sim, topic = _stream(kafka_bootstrap, seed=seed, events=size(400, 3000))
+    url, log, stop = s3.warehouse_url("user-optimize"), tmp_path / "run.log", tmp_path / "stop"
+    env = cli_env(**s3.env())
+    conf = subprocess.run(replicator_argv("spark-conf", "--warehouse", url, "--form", "python"), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert conf.returncode == 0, conf.stderr
+    (tmp_path / "conf.py").write_text(conf.stdout)
+    (tmp_path / "user_job.py").write_text(_USER_JOB)
+    with (tmp_path / "user.log").open("ab") as user_log:
+        user = subprocess.Popen([sys.executable, str(tmp_path / "user_job.py"), str(tmp_path / "conf.py"), url,
+                                 str(stop)], env=env, stdout=subprocess.PIPE, stderr=user_log)
+    assert user.stdout is not None and user.stdout.readline().strip() == b"ready", tail(tmp_path / "user.log")
+    run = _run(s3, kafka_bootstrap, topic, url, "--max-buffer-rows", "20", log=log)
+    try:
+        assert run.wait(timeout=900) == 0, tail(log)
+    finally:
+        stop.touch()
+        out, _ = user.communicate(timeout=300)
+    assert user.returncode == 0, tail(tmp_path / "user.log")
+    done = json.loads(out.decode().strip().splitlines()[-1])
+    assert check_warehouse(spark, url, sim.expected) == []
+    wh = Warehouse(url)
+    state = wh.load_state()
+    assert max(r["hi"] for r in wh.windows()) == state.applied_ts == sim.expected.watermark
+    users = [h["operation"] for e in state.live_tables()
+             for h in spark.sql(f"DESCRIBE HISTORY delta.`{e.path}`").collect()
+             if h["operation"] in ("OPTIMIZE", "VACUUM START", "VACUUM END")]
+    assert done["optimize"] > 0 and users, (done, users)
+    print(f"\nuser job {done}; its commits in the live tables: "
+          f"{ {op: users.count(op) for op in sorted(set(users))} }")

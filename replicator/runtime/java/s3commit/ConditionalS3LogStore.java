@@ -4,6 +4,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Iterator;
@@ -30,7 +31,8 @@ import software.amazon.awssdk.services.s3.model.S3Exception;
  * overwrite: a commit file is one PUT with {@code If-None-Match: *}, so of two writers of the same
  * version exactly one wins, whichever JVM or machine they run in (Delta's own
  * {@code S3SingleDriverLogStore} checks existence and then PUTs, which is safe inside one JVM
- * only). The loser gets {@link CommitRacedException}. Before each commit the writer lease is
+ * only). The loser gets {@link CommitRacedException} in a replicator run, Delta's own
+ * {@code FileAlreadyExistsException} in any other JVM ({@link #raced}). Before each commit the writer lease is
  * checked in the JVM ({@link Fence}), and a pinned table's commit must have the version its write
  * was planned on ({@link Pin}). Checkpoints and other overwritable files are plain PUTs.
  *
@@ -108,8 +110,7 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
             int status = e.statusCode();
             if (status == 412) {
                 if (!Arrays.equals(data, existing(client, bucket, key, until))) {
-                    throw new CommitRacedException("replicator: commit raced: " + path
-                            + " was written by another writer first (412)");
+                    throw raced(path, "was written by another writer first (412)");
                 }
                 written(path, version);  // our own PUT landed and its retry was refused: the commit is ours
             } else if (status == 409) {
@@ -120,6 +121,21 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         } catch (SdkException e) {
             throw new IOException("replicator: could not write " + path + ": " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * A lost race. In a replicator run's JVM (the fence armed) it is {@link CommitRacedException},
+     * which the replicator re-plans itself. In any other JVM (a user's OPTIMIZE configured by
+     * {@code replicator spark-conf}, a notebook) it is what Delta's {@code LogStore} contract asks
+     * for, a {@link FileAlreadyExistsException}: Delta checks the winning commit for conflicts and
+     * retries at the next version, as it does on every other store.
+     */
+    private static IOException raced(Path path, String what) {
+        String message = "replicator: commit raced: " + path + " " + what;
+        if (Fence.armed()) {
+            return new CommitRacedException(message);
+        }
+        return new FileAlreadyExistsException(path.toString(), null, message);
     }
 
     /** The shortest bound given to a commit PUT (a deadline about to pass still gets one try). */
@@ -142,12 +158,11 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
                 return;
             }
             if (found.length > 0) {
-                throw new CommitRacedException("replicator: commit raced: " + path
-                        + " was written by another writer first (" + why + ")");
+                throw raced(path, "was written by another writer first (" + why + ")");
             }
             long left = end - System.nanoTime();
             if (left <= 0) {
-                throw new CommitRacedException("replicator: commit raced: " + path + " is undecided (" + why
+                throw raced(path, "is undecided (" + why
                         + "; not there yet): re-planned from the log, where a late landing is read or refused");
             }
             try {

@@ -43,6 +43,13 @@ public final class Fence {
         }
     }
 
+    /** Whether this JVM's commits are fenced: a replicator run holds (or held) the lease here. */
+    public static boolean armed() {
+        synchronized (LOCK) {
+            return armed;
+        }
+    }
+
     /**
      * How long a commit may still take, in nanoseconds: the time left before the deadline, or
      * {@link Long#MAX_VALUE} when commits are not fenced. A commit's PUT is bounded by it, so it
