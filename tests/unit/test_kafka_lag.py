@@ -16,6 +16,7 @@ from replicator.engine.loop import LoopOptions
 from replicator.events import TP
 from replicator.progress import Cursor, Progress
 from replicator.sources.kafka import KafkaSettings, KafkaSource, kafka_lag
+from tests.support.fake_kafka import FakeConsumer
 
 
 def test_lag_is_end_less_position_per_partition() -> None:
@@ -25,21 +26,12 @@ def test_lag_is_end_less_position_per_partition() -> None:
     assert kafka_lag({}, {0: 3}) == 0
 
 
-class _Consumer:
+class _Consumer(FakeConsumer):
     """Positions as kafka-python's consumer reports them; `start` reads these end offsets."""
 
     def __init__(self, ends: Mapping[int, int], positions: Mapping[int, int]) -> None:
         self.ends = ends
         self.positions = positions
-
-    def assign(self, tps: list[TopicPartition]) -> None:
-        pass
-
-    def beginning_offsets(self, tps: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, int]:
-        return dict.fromkeys(tps, 0)
-
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        pass
 
     def end_offsets(self, tps: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, int]:
         return {tp: self.ends[tp.partition] for tp in tps}

@@ -15,24 +15,16 @@ from kafka.errors import KafkaConnectionError
 from replicator.errors import KafkaSourceError
 from replicator.events import TP
 from replicator.sources.kafka import KafkaSettings, KafkaSource
+from tests.support.fake_kafka import FakeConsumer
 
 
-class _Consumer:
+class _Consumer(FakeConsumer):
     """Positions while the broker is away (`down`) or back; before that, `start` answered for a
     partition whose end offset is 10."""
 
     def __init__(self) -> None:
         self.down = True
         self.asked = 0
-
-    def assign(self, tps: list[TopicPartition]) -> None:
-        pass
-
-    def beginning_offsets(self, tps: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, int]:
-        return dict.fromkeys(tps, 0)
-
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        pass
 
     def end_offsets(self, tps: list[TopicPartition], timeout_ms: int | None = None) -> dict[TopicPartition, int]:
         return dict.fromkeys(tps, 10)
