@@ -1,4 +1,4 @@
-"""The Delta write path: the table writer (`writer`, over `edge`), DDL operations (`ddl/`), type
+"""The Delta write path: the table writer (`writer`, over `session`), DDL operations (`ddl/`), type
 mapping, table features, dead letters, the warehouse's progress store (`warehouse`,
 `binlog_state`) and catalog projection, the Delta log read without Spark (`rowcount`).
 Importing this package starts no JVM.

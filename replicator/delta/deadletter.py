@@ -27,24 +27,22 @@ DEAD_LETTER_DDL = (
 
 def write_dead_letters(
     spark: SparkSession, warehouse: Warehouse, protocol: str, items: Sequence[tuple[Record, str]],
-    *, edge: DeltaSession | None = None,
 ) -> None:
     """Record `items` (message, error) in the dead-letter table, once per (topic, partition, offset)."""
-    if edge is None:
-        edge = DeltaSession(spark)
-        edge.fence = warehouse.fence
-        edge.epoch = warehouse.epoch
+    delta = DeltaSession(spark)
+    delta.fence = warehouse.fence
+    delta.epoch = warehouse.epoch
     path = str(warehouse.dead_letters_path)
     ref = delta_ref(path)
-    clear_unborn_table(path, edge.fence)  # a crash inside this CREATE must not leave a table that never exists
-    edge.sql_retrying(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta", f"CREATE {path}")
+    clear_unborn_table(path, delta.fence)  # a crash inside this CREATE must not leave a table that never exists
+    delta.sql_retrying(f"CREATE TABLE IF NOT EXISTS {ref} ({DEAD_LETTER_DDL}) USING delta", f"CREATE {path}")
     now = dt.datetime.now(dt.UTC)
     rows = [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, protocol, err, now) for r, err in items]
     df = one_file(spark.createDataFrame(rows, schema=DEAD_LETTER_DDL.replace("`", "")), len(rows))
     view = "replicator_dead_letters_src"
     df.createOrReplaceTempView(view)
     try:
-        edge.sql_retrying(
+        delta.sql_retrying(
             f"MERGE INTO {ref} AS t USING {view} AS s ON t.topic = s.topic AND t.`partition` = s.`partition` "
             "AND t.`offset` = s.`offset` WHEN NOT MATCHED THEN INSERT *", f"MERGE into {path}"
         )

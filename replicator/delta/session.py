@@ -1,4 +1,4 @@
-"""The one edge between the replicator and Delta's transaction machinery.
+"""One Spark session's statements against Delta: the replicator's one way into its transactions.
 
 Every Delta write of the replicator (the engine's MERGE and DDL, the binlog applier, dead letters)
 runs through `DeltaSession`:
@@ -129,13 +129,13 @@ class DeltaSession:
     def __init__(self, spark: SparkSession, *, max_retries: int = 10) -> None:
         self.spark = spark
         # Run before every statement: the warehouse's writer lease (`Warehouse.fence`) stops a run
-        # that lost it before its next Delta commit. Shared with the edges `for_session` derives.
+        # that lost it before its next Delta commit. Shared with the sessions `for_session` derives.
         self.fence: Callable[[], None] = _no_fence
         # A user's OPTIMIZE / DELETE / ALTER committing during our statement makes Delta reject ours
         # (nothing of it committed); re-running it is safe. Jittered exponential backoff, about a
         # minute in all, so a periodic maintenance job cannot starve a run.
         self.max_retries = max_retries
-        self._retries = [0]  # shared with the edges `for_session` derives: one count per run
+        self._retries = [0]  # shared with the sessions `for_session` derives: one count per run
         # Told of every conflict retry (the run's metrics count them per table); shared likewise.
         self.on_conflict: Callable[[], None] = _no_fence
         self.commits = CommitCounts()  # shared likewise
@@ -145,11 +145,11 @@ class DeltaSession:
 
     @property
     def conflict_retries(self) -> int:
-        """Statements re-run after a concurrent writer's commit (this edge and those derived from it)."""
+        """Statements re-run after a concurrent writer's commit (this session and those derived from it)."""
         return self._retries[0]
 
     def share_counts(self, other: DeltaSession) -> None:
-        """Count this edge's conflict retries together with `other`'s (a worker session's edge)."""
+        """Count this session's conflict retries together with `other`'s (a worker's session)."""
         self._retries = other._retries
         self.max_retries = other.max_retries
         self.fence = other.fence
