@@ -28,6 +28,7 @@ def register(sub: Any) -> None:
     p.add_argument("--group-id", help="Kafka consumer group for offset commits")
     p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
                    help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
+                        "(at start: at most 30) "
                         f"(default {defaults(ReplicatorSettings)['kafka_retry_budget']:g})")
     add_store_access(p)
     add_config(p)

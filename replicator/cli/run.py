@@ -101,6 +101,7 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                         f"with Spark's Kafka source (spark) (default {d['reader']})")
     p.add_argument("--kafka-retry-budget", type=float, metavar="SECONDS",
                    help="stop (non-zero, nothing lost) once the broker has been unreachable this long "
+                        "(at start: at most 30) "
                         f"(default {d['kafka_retry_budget']:g})")
     p.add_argument("--wait", action="store_true", default=None, help="wait for another run on the warehouse to finish")
     p.add_argument("--lease-seconds", type=float, metavar="SECONDS",

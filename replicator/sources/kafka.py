@@ -168,6 +168,7 @@ class KafkaSource:
                 fetch_max_bytes=settings.fetch_max_bytes,
                 max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
                 request_timeout_ms=30000,
+                bootstrap_timeout_ms=int(min(30.0, settings.retry_budget_s) * 1000),  # start-up: the budget too
                 reconnect_backoff_max_ms=5000,
                 **dict(settings.security or {}),
             )
@@ -575,8 +576,7 @@ class KafkaSource:
 
 
 def parse_offsets(text: str, topics: Sequence[str], partitions: Sequence[TP] | None = None) -> dict[TP, int]:
-    """`[TOPIC:]P=O[,...]` -> {(topic, partition): offset}. The bare `P=O` form needs a single topic
-    (`topics`: the topics followed by name)."""
+    """`[TOPIC:]P=O[,...]` -> {(topic, partition): offset}; bare `P=O` needs one named topic."""
     out: dict[TP, int] = {}
     for part in text.split(","):
         if not part.strip():

@@ -100,7 +100,8 @@ def test_wrong_sasl_password_fails_clearly_without_echoing_it(sasl_broker: local
     wrong = SECRET + "-WRONG"
     wh = tmp_path / "wh"
     out = _run(sasl_broker, topic, wh, "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
-               "--sasl-username", USER, env={"REPLICATOR_SASL_PASSWORD": wrong}, timeout=300)
+               "--sasl-username", USER, "--kafka-retry-budget", "5",  # a rejected login: bootstrap waits this
+               env={"REPLICATOR_SASL_PASSWORD": wrong}, timeout=300)
     assert out.returncode == 1, out.stderr[-3000:]
     assert "replicator run: error:" in out.stderr and sasl_broker.sasl_bootstrap in out.stderr, out.stderr[-3000:]
     assert "--sasl-username" in out.stderr  # points at the security settings

@@ -149,8 +149,9 @@ def test_help_names_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
 def test_failed_sasl_connection_does_not_print_the_password(tmp_path: Path) -> None:
     env = {"REPLICATOR_SASL_PASSWORD": SECRET, "PATH": "/usr/bin:/bin", "PYDANTIC_SETTINGS_DEBUG": "1"}
     out = run_replicator("-v", "run", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--protocol", "open",
-                         "--warehouse", str(tmp_path / "wh"), "--until-caught-up", "--security-protocol",
-                         "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "u", env=env, timeout=120)
+                         "--warehouse", str(tmp_path / "wh"), "--until-caught-up", "--kafka-retry-budget", "2",
+                         "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "u",
+                         env=env, timeout=120)
     assert out.returncode != 0
     assert SECRET not in out.stdout + out.stderr
     assert "127.0.0.1:1" in out.stderr  # the error still says where it failed

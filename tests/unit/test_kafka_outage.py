@@ -66,3 +66,16 @@ def test_a_failed_position_past_the_budget_stops_clearly() -> None:
     time.sleep(0.01)  # the last answer (the start's) was a moment ago
     with pytest.raises(KafkaSourceError, match=r"unreachable for .*retry budget 0s.*KafkaConnectionError"):
         src.caught_up()
+
+
+def test_a_broker_unreachable_at_start_is_given_the_retry_budget_not_more() -> None:
+    """kafka-python waits 30 s to bootstrap by default: a shorter budget must hold at start too."""
+    seen: list[int] = []
+
+    def factory(**config: object) -> _Consumer:
+        seen.append(int(config["bootstrap_timeout_ms"]))  # type: ignore[call-overload]
+        return _Consumer()
+
+    for budget in (2.0, 120.0):
+        KafkaSource(KafkaSettings("127.0.0.1:1", topic="t", retry_budget_s=budget), consumer_factory=factory)
+    assert seen == [2000, 30000]
