@@ -4,8 +4,6 @@ ts back from the table's own commits, past a user's OPTIMIZE."""
 
 from __future__ import annotations
 
-import contextlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -174,68 +172,3 @@ def test_a_stale_commit_between_read_and_write_is_re_planned_not_written_over(sp
         assert _rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")], f"{case}: every row once"
         assert holder.applied_ts(path, case) == 20
         assert pins.next(path) == holder.table_version(path) + 1, "pinned again at what it read and wrote"
-
-
-@pytest.mark.parametrize("late", ["lands before the next holder reads", "arrives after the next holder's commit"])
-def test_a_commit_put_stalled_past_the_lease_is_undecided_then_read_or_refused(spark: Any, s3_store: S3Server,
-                                                                              late: str) -> None:
-    """A commit PUT held in the network past the lease's time left (issue 50, items 4 and 7a): it
-    is bounded by that time (retries included) and then undecided, so the holder re-plans from the
-    log instead of waiting out S3A's minute-long timeouts, and its fence then stops it. The held
-    PUT is delivered later: before the next holder reads the table (its rows are then read, and
-    that holder's write skipped) or after the next holder committed the same version (refused by
-    the store). Either way every row is in the table once."""
-    from urllib.parse import urlparse
-
-    from tests.stallproxy import StallProxy
-
-    endpoint = urlparse(s3_store.endpoint)
-    proxy = StallProxy(endpoint.hostname or "127.0.0.1", endpoint.port or 80)
-    bucket = s3_store.new_bucket("stall")
-    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{bucket}.endpoint", proxy.url)
-    fence = spark.sparkContext._jvm.replicator.s3commit.Fence
-    path, uid = f"s3a://{bucket}/t", "stalled"
-    stale = TableWriter(spark)  # the holder whose commit stalls (epoch 1)
-    stale.epoch = lambda: 1
-    stale.create_table(path, SPEC)
-    stale.holds_nothing(path, uid)
-    stale.merge(path, uid, SPEC, [_fresh(1, "a")], 10, _meta(10))
-    version = stale.table_version(path)
-    step = [_fresh(2, "b"), _fresh(3, "c")]
-    replanned: list[bool] = []
-    stale.fence = lambda: replanned.append(True)  # type: ignore[method-assign]
-    proxy.hold(rb"PUT /[^ ]*/_delta_log/\d{20}\.json")
-    fence.holdFor(4_000_000_000)  # the lease has 4 s left
-    try:
-        with pytest.raises(Exception, match="deadline passed"):
-            stale.merge(path, uid, SPEC, step, 20, _meta(20))
-    finally:
-        fence.disarm()
-        proxy.stop_holding()
-    assert proxy.held.is_set(), "the commit PUT was held"
-    assert replanned, "the bounded PUT ended undecided and was re-planned (then the fence stopped it)"
-    holder = TableWriter(spark)  # the next holder (epoch 2): the same step from the same progress
-    holder.epoch = lambda: 2
-    try:
-        if late == "lands before the next holder reads":
-            proxy.release()
-            assert proxy.delivered.wait(30)
-            commit = f"{bucket}/t/_delta_log/{version + 1:020d}.json"
-            s3 = s3_store.client()
-            for _ in range(100):  # the store finishes the delivered PUT (or refuses a cut-off one)
-                with contextlib.suppress(Exception):
-                    s3.head_object(Bucket=bucket, Key=commit.split("/", 1)[1])
-                    break
-                time.sleep(0.1)
-            res = holder.merge(path, uid, SPEC, step, 20, _meta(20))
-        else:
-            res = holder.merge(path, uid, SPEC, step, 20, _meta(20))
-            assert res.kind == "append"
-            proxy.release()
-            assert proxy.delivered.wait(30)
-            time.sleep(1)  # the store answers the late PUT (412: the version is the holder's)
-    finally:
-        proxy.close()
-    assert _rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")], "every row once"
-    assert holder.applied_ts(path, uid) == 20
-    assert holder.table_version(path) == version + 1, "one commit of the step, whoever's it is"

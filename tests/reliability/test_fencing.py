@@ -299,3 +299,107 @@ def test_a_state_write_stalled_in_the_network_never_replaces_newer_progress(s3_s
         proxy.close()
         configure(StorageOptions(endpoint=s3_store.endpoint, region=s3_store.region))
     print(f"\nstalled state.json trials: {outcomes}")
+
+
+def test_a_commit_put_stalled_past_the_lease_lands_whole_or_not_at_any_release_instant(
+        spark: Any, s3_store: S3Server) -> None:
+    """Issue 50, items 4 and 7(a): a holder's commit PUT is held in the network past the lease's
+    time left. The PUT is bounded by that time (retries included), then undecided: the holder
+    re-plans from the log rather than waiting out S3A's minute-long timeouts, and its fence stops
+    it. The next holder writes the same step from the same progress while the held PUT is delivered
+    at an instant chosen per trial: before the next holder reads the table (its rows are read, the
+    write skipped), between its read and its write (its commit is refused and re-planned to a
+    skip), at a random moment of its write, or after its commit (the late PUT is refused). Every
+    trial: every row once, one commit of the step, whoever's it is. The stale holder and the next
+    one share this JVM (the fence and the pins are the JVM's), as two drivers share the store."""
+    import random
+    import threading
+    from urllib.parse import urlparse
+
+    from replicator.changes import Change
+    from replicator.delta.typemap import ColumnSpec, TableSpec
+    from replicator.delta.writer import TableWriter
+    from tests.stallproxy import StallProxy
+
+    spec = TableSpec("db", "t", (ColumnSpec("id", "BIGINT", nullable=False), ColumnSpec("v", "STRING")), ("id",))
+
+    def fresh(k: int, v: str) -> Change:
+        return Change((k,), False, {"id": k, "v": v}, fresh=True)
+
+    def meta(ts: int) -> dict[str, Any]:
+        return {"replicator": {"step": ts, "applied_ts": ts, "kind": "window"}}
+
+    endpoint = urlparse(s3_store.endpoint)
+    proxy = StallProxy(endpoint.hostname or "127.0.0.1", endpoint.port or 80)
+    bucket = s3_store.new_bucket("stall")
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.s3a.bucket.{bucket}.endpoint", proxy.url)
+    fence = spark.sparkContext._jvm.replicator.s3commit.Fence
+    s3 = s3_store.client()
+    instants = ["before the read", "between the read and the write", "during the write", "after the commit"]
+    rnd = random.Random(50)
+    outcomes: dict[str, int] = {}
+    step = [fresh(2, "b"), fresh(3, "c")]
+    try:
+        for trial in range(size(4, 24)):
+            release_at = instants[trial] if trial < len(instants) else rnd.choice(instants)
+            path, uid = f"s3a://{bucket}/t{trial}", f"stalled-{trial}"
+            stale = TableWriter(spark)  # the holder whose commit stalls (epoch 1)
+            stale.epoch = lambda: 1
+            stale.create_table(path, spec)
+            stale.holds_nothing(path, uid)
+            stale.merge(path, uid, spec, [fresh(1, "a")], 10, meta(10))
+            version = stale.table_version(path)
+            commit_key = f"t{trial}/_delta_log/{version + 1:020d}.json"
+            replanned: list[bool] = []
+            stale.fence = lambda replanned=replanned: replanned.append(True)  # type: ignore[method-assign]
+            proxy.hold(rb"PUT /[^ ]*/_delta_log/\d{20}\.json")
+            fence.holdFor(4_000_000_000)  # the lease has 4 s left
+            try:
+                with pytest.raises(Exception, match="deadline passed"):
+                    stale.merge(path, uid, spec, step, 20, meta(20))
+            finally:
+                fence.disarm()
+                proxy.stop_holding()
+            assert proxy.held.is_set(), f"trial {trial}: the commit PUT was held"
+            assert replanned, f"trial {trial}: the bounded PUT ended undecided and was re-planned"
+
+            def deliver(trial: int = trial, commit_key: str = commit_key) -> None:
+                proxy.release()
+                assert proxy.delivered.wait(30), f"trial {trial}: the held PUT was delivered"
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:  # the store finishes the delivered PUT (or refuses it)
+                    try:
+                        s3.head_object(Bucket=bucket, Key=commit_key)
+                        break
+                    except Exception:
+                        time.sleep(0.1)
+                time.sleep(0.5)  # a refusal (412) has no trace to wait for
+
+            holder = TableWriter(spark)  # the next holder (epoch 2): the same step from the same progress
+            holder.epoch = lambda: 2
+            timer = None
+            if release_at == "before the read":
+                deliver()
+            elif release_at == "between the read and the write":
+                assert holder.applied_ts(path, uid) == 10  # read (and pinned) before the late PUT lands
+                deliver()
+            elif release_at == "during the write":
+                timer = threading.Timer(rnd.uniform(0.0, 1.5), proxy.release)
+                timer.start()
+            holder.merge(path, uid, spec, step, 20, meta(20))
+            if timer is not None:
+                timer.join()
+            deliver()  # whatever is still held goes now
+            lines = [json.loads(x) for x in s3.get_object(Bucket=bucket, Key=commit_key)["Body"].read().splitlines()]
+            info = next(x["commitInfo"] for x in lines if "commitInfo" in x)
+            whose = "the stale PUT landed" if json.loads(info["userMetadata"])["replicator"]["epoch"] == 1 \
+                else "the stale PUT refused"
+            outcomes[f"{release_at}: {whose}"] = outcomes.get(f"{release_at}: {whose}", 0) + 1
+            rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+            assert rows == [(1, "a"), (2, "b"), (3, "c")], f"trial {trial} ({release_at}, {whose}): every row once"
+            assert holder.applied_ts(path, uid) == 20
+            assert holder.table_version(path) == version + 1, f"trial {trial}: one commit of the step"
+    finally:
+        fence.disarm()
+        proxy.close()
+    print(f"\nstalled commit PUT trials: {outcomes}")
