@@ -17,20 +17,28 @@ database (another may be about to register a table in it). A name this shard's l
 re-pointed to it even when another shard registered it (a name renamed away and taken again by
 a table of another shard; the shard still behind the rename re-points it back until it reads it).
 
+A stale holder is kept out by the lease epoch (docs/object-store.md): every database whose
+registrations a sync changes carries `replicator-epoch-<id>` (id: this warehouse's or shard's lease)
+in its properties, and a sync that finds a newer epoch there stops (LeaseLostError) before
+changing anything in it. The metastore has no conditional write, so this is checked, not enforced
+by the store: what a stale holder changed in between is repaired by the current holder's next sync
+(every step with DDL, and at least every RESYNC_EVERY_S), since the warehouse's state stays the truth.
+
 Hive's metastore lower-cases names and accepts only letters, digits and `_` in them (Hive 2.3's
 `MetaStoreUtils.validateName`); a table whose name it would refuse stays path-only, with a warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from replicator.errors import CatalogError, ConfigError
+from replicator.errors import CatalogError, ConfigError, LeaseLostError
 from replicator.mysql.tokens import quote_ident
 from replicator.runtime.spark import IMPLEMENTATION_CONF, URIS_CONF, session_conf
 
@@ -105,10 +113,14 @@ class CatalogSync:
     whose catalog is that metastore)."""
 
     def __init__(self, spark: SparkSession, config: CatalogConfig, warehouse_root: str, *,
-                 sharded: bool = False) -> None:
+                 sharded: bool = False, epoch: Callable[[], int] | None = None, lease: str = "") -> None:
         self.spark = spark
         self.config = config
         self.sharded = sharded
+        self.epoch = epoch or (lambda: 0)  # 0: no lease (a tool), nothing checked or stamped
+        # The property a database's epoch is kept in: one per lease, as shards and other warehouses
+        # registering into the same database have epochs of their own.
+        self.epoch_key = "replicator-epoch-" + hashlib.sha1(lease.encode()).hexdigest()[:12]
         self.tables_root = _location(warehouse_root) + "/tables/"
         self._synced_at = 0.0
         self._skipped: set[tuple[str, str]] = set()
@@ -157,6 +169,30 @@ class CatalogSync:
         location = table_meta.storage().locationUri()
         return _location(str(location.get())) if location.isDefined() else None
 
+    def _epoch_of(self, db: str) -> int:
+        props = self._call(f"read database {db}", self._external().getDatabase, db).properties()
+        value = props.get(self.epoch_key)
+        return int(str(value.get())) if value.isDefined() else 0
+
+    def _guard(self, db: str, stamped: dict[str, int]) -> None:
+        """Before the first change in `db` this sync: stop if a newer holder changed it."""
+        mine = self.epoch()
+        if not mine or db in stamped:
+            return
+        theirs = self._epoch_of(db)
+        if theirs > mine:
+            raise LeaseLostError(
+                f"the catalog's database {db} was last changed under lease epoch {theirs} of this warehouse, this "
+                f"run's is {mine}: a newer run holds the warehouse; this one stops without changing the catalog")
+        stamped[db] = theirs
+
+    def _stamp(self, db: str, stamped: dict[str, int]) -> None:
+        mine = self.epoch()
+        if mine and db in stamped and stamped[db] < mine:
+            self._sql(f"ALTER DATABASE {quote_ident(db)} SET DBPROPERTIES ({_sql_string(self.epoch_key)} = "
+                      f"{_sql_string(str(mine))})")
+            stamped[db] = mine
+
     def _ours(self, location: str | None) -> bool:
         return location is not None and (location + "/").startswith(self.tables_root)
 
@@ -189,6 +225,7 @@ class CatalogSync:
                                 if _HIVE_NAME.fullmatch(db)}
         check = None if touched is None else set(touched)
         own = {_location(e.path) for e in state.tables.values()} if self.sharded else set()
+        stamped: dict[str, int] = {}  # databases this sync changes: the epoch they had
         for db in sorted(known_dbs):
             registered = self._registered(db)
             for table in sorted(registered):
@@ -206,6 +243,7 @@ class CatalogSync:
                     continue
                 if wanted is None and self.sharded and location not in own:
                     continue  # another shard's table
+                self._guard(db, stamped)
                 self._sql(f"DROP TABLE IF EXISTS {quote_ident(db)}.{quote_ident(table)}")
                 changes.append(f"unregistered {db}.{table}")
                 registered.discard(table)
@@ -213,15 +251,20 @@ class CatalogSync:
                 if not registered and not self._call(f"look up database {db}", self._external().databaseExists, db):
                     self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}")
                     changes.append(f"created database {db}")
+                    stamped[db] = 0  # new: nobody's epoch yet
                 for (ldb, table), entry in sorted(live.items()):
                     if ldb == db and table not in registered:
+                        self._guard(db, stamped)
                         self._sql(f"CREATE TABLE IF NOT EXISTS {quote_ident(db)}.{quote_ident(table)} USING delta "
                                   f"LOCATION {_sql_string(entry.path)}")
                         changes.append(f"registered {db}.{table}")
             elif not registered and not self.sharded and \
                     self._call(f"look up database {db}", self._external().databaseExists, db):
+                self._guard(db, stamped)
                 self._sql(f"DROP DATABASE IF EXISTS {quote_ident(db)}")  # RESTRICT: only when empty
                 changes.append(f"dropped database {db}")
+                continue
+            self._stamp(db, stamped)
         self._synced_at = time.monotonic()
         if changes:
             log.info("catalog %s: %s", cfg.uri, "; ".join(changes))

@@ -101,7 +101,8 @@ class WarehouseApplier:
             from replicator.delta.catalog import CatalogSync
 
             self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root,
-                                        sharded=self.warehouse.shard is not None)
+                                        sharded=self.warehouse.shard is not None, epoch=self.warehouse.epoch,
+                                        lease=self.warehouse.lease_path.path)
         return self._catalog
 
     def sync_catalog_once(self) -> None:

@@ -201,6 +201,16 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
                                    env=cli_env(), timeout=300, check=False)
         assert rerun.returncode == 0, tail(log)
         assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
+
+        # Every change carries the lease epoch of the run that made it (the follower's take was 1,
+        # the rerun's 2, and the rerun re-registered shop.goods): a stale holder's late sync is
+        # refused before it changes anything, and the current holder's goes on.
+        assert reader.ask(f"epoch {prefix}shop") == {"epoch": 2}
+        assert reader.ask(f"drop `{prefix}shop`.`goods`") == {"dropped": f"`{prefix}shop`.`goods`"}
+        assert "lease epoch 2" in reader.ask("sync 1")["refused"]
+        assert f"{prefix}shop.goods" not in reader.ask(f"look {prefix}")["tables"], "the stale sync changed nothing"
+        assert reader.ask("sync 2") == {"changes": [f"registered {prefix}shop.goods"]}
+        assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
     finally:
         if reader is not None:
             reader.close()
