@@ -29,7 +29,8 @@ HUMAN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: The attributes every LogRecord has: anything else on a record came from `extra=`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
 
-_format: LogFormat = "human"
+ACTIVE: LogFormat = "human"
+"""The format `configure` set last: what the engine's own step lines are shaped for."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -71,8 +72,8 @@ def configure(fmt: LogFormat, level: int, stream: Any = None, *, force: bool = F
     Like `logging.basicConfig`, it leaves a root logger that someone else gave handlers alone (a
     host embedding `replicator.cli.main`, pytest) unless `force`; a handler of an earlier call is
     replaced, so a second call switches the format."""
-    global _format
-    _format = fmt
+    global ACTIVE
+    ACTIVE = fmt
     root = logging.getLogger()
     ours = [h for h in root.handlers if getattr(h, "_replicator", False)]
     if not force and len(ours) < len(root.handlers):
@@ -88,13 +89,13 @@ def configure(fmt: LogFormat, level: int, stream: Any = None, *, force: bool = F
 
 def json_logs() -> bool:
     """Whether stderr carries JSON lines: then nothing else may write on it (no live display)."""
-    return _format == "json"
+    return ACTIVE == "json"
 
 
 def event_level() -> int:
     """The level of the per-step / caught-up events: INFO for a log shipper (JSON), DEBUG (-v) for
     a person, whose terminal has the live display and the run summary instead."""
-    return logging.INFO if _format == "json" else logging.DEBUG
+    return logging.INFO if ACTIVE == "json" else logging.DEBUG
 
 
 def position(topic: str, partition: int, offset: int) -> dict[str, Any]:

@@ -169,7 +169,8 @@ class CatalogSync:
         location = table_meta.storage().locationUri()
         return _location(str(location.get())) if location.isDefined() else None
 
-    def _epoch_of(self, db: str) -> int:
+    def epoch_of(self, db: str) -> int:
+        """The lease epoch this warehouse's runs last stamped on database `db` (0: none)."""
         props = self._call(f"read database {db}", self._external().getDatabase, db).properties()
         value = props.get(self.epoch_key)
         return int(str(value.get())) if value.isDefined() else 0
@@ -179,7 +180,7 @@ class CatalogSync:
         mine = self.epoch()
         if not mine or db in stamped:
             return
-        theirs = self._epoch_of(db)
+        theirs = self.epoch_of(db)
         if theirs > mine:
             raise LeaseLostError(
                 f"the catalog's database {db} was last changed under lease epoch {theirs} of this warehouse, this "

@@ -252,7 +252,7 @@ class Engine:
         self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
         if not (self.options.until_caught_up and self.source.caught_up()):
             self.edge.warm_up()  # something to read: start Spark while reading it
-        decode = self._decode_record if self._stored is None else self._stored_decoder(windower)
+        decode = self.decode_record if self._stored is None else self._stored_decoder(windower)
         return ControlLoop(self.source, decode, applier, windower, self._loop_options())
 
     def _stored_decoder(self, windower: Windower) -> Callable[[Record], list[Event]]:
@@ -339,7 +339,8 @@ class Engine:
             for s, h in old.items():
                 signal.signal(s, h)
 
-    def _decode_record(self, rec: Record) -> list[Event]:
+    def decode_record(self, rec: Record) -> list[Event]:
+        """One Kafka record's events, through the decode chain (`_admit`), counted in the summary."""
         pos = Position(rec.topic, rec.partition, rec.offset)
         claims = self._claim_checks
         assert self._codec is not None and claims is not None

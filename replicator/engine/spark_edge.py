@@ -55,6 +55,11 @@ class SparkEdge:
                 self._delta = delta
             return self._delta
 
+    @property
+    def started(self) -> bool:
+        """Whether Spark is up for this run (its table writer built), by a warm-up or a first use."""
+        return self._delta is not None
+
     def warm_up(self) -> None:
         """Start the Spark session in the background while the engine reads and decodes.
 
@@ -66,7 +71,7 @@ class SparkEdge:
             with suppress(Exception):
                 _ = self.delta
 
-        if self._delta is None and self._warming is None:
+        if not self.started and self._warming is None:
             self._warming = threading.Thread(target=start, name="replicator-spark-start", daemon=True)
             self._warming.start()
 

@@ -114,7 +114,8 @@ GROUPS: dict[str, tuple[Artifact, ...]] = {
 """group -> its jars; the one declaration of every jar version the replicator's Spark session uses."""
 
 ALL_GROUPS = tuple(GROUPS)
-_required: set[str] = {"delta"}
+REQUIRED: set[str] = {"delta"}
+"""The groups asked for so far by this process (`require`); a test may set it to start over."""
 
 
 def require(*groups: str) -> None:
@@ -123,12 +124,12 @@ def require(*groups: str) -> None:
     unknown = set(groups) - set(GROUPS)
     if unknown:
         raise ValueError(f"unknown jar group(s) {sorted(unknown)}; known: {', '.join(GROUPS)}")
-    _required.update(groups)
+    REQUIRED.update(groups)
 
 
 def required() -> tuple[str, ...]:
     """The groups asked for so far, in declaration order."""
-    return tuple(g for g in GROUPS if g in _required)
+    return tuple(g for g in GROUPS if g in REQUIRED)
 
 
 def artifacts(groups: Iterable[str]) -> list[Artifact]:

@@ -18,6 +18,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -53,9 +54,19 @@ DELTA_SESSION_CONF = {
 }
 """What any session needs to run Delta's SQL (this one's, and a user's job: `replicator spark-conf`)."""
 _LOCK = threading.Lock()
-_verbose = False
-_catalog_uri: str | None = None
-_jit = "full"
+
+
+@dataclass
+class NextSession:
+    """How the next session this process starts is set up: chosen by the command before it starts
+    one (`set_verbose`, `use_catalog`, `plan_jit`), read when it starts."""
+
+    verbose: bool = False  # Spark's own logging and the JVM's start-up output (the CLI's -v)
+    catalog_uri: str | None = None  # the Hive metastore the session uses (None: Spark's own catalog)
+    jit: str = "full"  # the driver JVM's compiler (JIT_MODES less auto)
+
+
+NEXT = NextSession()
 
 JIT_MODES = ("auto", "quick", "full")
 QUICK_JIT = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
@@ -79,8 +90,7 @@ def set_verbose(verbose: bool) -> None:
 
     Takes effect for the next session started in this process.
     """
-    global _verbose
-    _verbose = verbose
+    NEXT.verbose = verbose
 
 
 # What the JVM and Spark's launcher print on stderr at start-up, outside log4j: the JDK's incubator
@@ -108,8 +118,7 @@ def use_catalog(uri: str | None) -> None:
     """Start the next session of this process on the Hive metastore at `uri` (delta/catalog.py),
     or on Spark's own catalog (None). A catalog is chosen when the session starts; a `[spark]`
     setting of the same keys wins."""
-    global _catalog_uri
-    _catalog_uri = uri
+    NEXT.catalog_uri = uri
 
 
 def plan_jit(*, short_lived: bool, tables_bytes: Callable[[int], int] | None = None) -> str:
@@ -118,14 +127,13 @@ def plan_jit(*, short_lived: bool, tables_bytes: Callable[[int], int] | None = N
     warehouse whose tables hold under QUICK_JIT_MAX_WAREHOUSE_BYTES (`tables_bytes(enough)`
     counts them; None: a new warehouse). No effect on a JVM already running or under
     spark-submit. Returns the mode chosen."""
-    global _jit
     mode = os.environ.get("REPLICATOR_JIT", "auto").strip().lower() or "auto"
     if mode not in JIT_MODES:
         raise ConfigError(f"REPLICATOR_JIT={mode!r}: expected one of {', '.join(JIT_MODES)}")
     if mode == "auto":
         limit = QUICK_JIT_MAX_WAREHOUSE_BYTES
         mode = "quick" if short_lived and (tables_bytes is None or tables_bytes(limit) < limit) else "full"
-    _jit = mode
+    NEXT.jit = mode
     return mode
 
 
@@ -358,10 +366,10 @@ def driver_java_options(jars: list[str] | None) -> list[str]:
 
         options += JVM_LOG_TO_STDERR
         options += jvm_archive.java_options(JVM_ARCHIVE_DIR, jars)
-        if _jit == "quick":
+        if NEXT.jit == "quick":
             options += QUICK_JIT
     options += shlex.split(os.environ.get("REPLICATOR_DRIVER_JAVA_OPTIONS", ""))
-    if not _verbose:
+    if not NEXT.verbose:
         options.append(f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
     return options
 
@@ -422,8 +430,8 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
                     builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
         if not _submitted() or _submitted_conf(SQL_WAREHOUSE_CONF) is None:
             builder = builder.config(SQL_WAREHOUSE_CONF, str(SQL_WAREHOUSE_DIR))
-        if _catalog_uri is not None:  # tables registered by name in a shared metastore
-            for key, value in session_conf(_catalog_uri).items():
+        if NEXT.catalog_uri is not None:  # tables registered by name in a shared metastore
+            for key, value in session_conf(NEXT.catalog_uri).items():
                 builder = builder.config(key, value)
         # The object store's settings (endpoint, path style, region, credentials chain) and the
         # config file's [spark] pass-through, which wins.
@@ -436,7 +444,7 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
             for key, value in _merged_conf(local_fs_conf(jar_list), log_store_conf(jar_list)).items():
                 builder = builder.config(key, value)
         try:
-            if _verbose:
+            if NEXT.verbose:
                 with _jvm_stdout_on_stderr():
                     spark = builder.getOrCreate()
             else:

@@ -53,7 +53,7 @@ def main() -> None:
         elif cmd == "name":
             print(json.dumps({"name": ex.catalog_name(arg), "uses_catalog": ex.uses_catalog}), flush=True)
         elif cmd == "epoch":
-            print(json.dumps({"epoch": syncer(0)._epoch_of(arg)}), flush=True)
+            print(json.dumps({"epoch": syncer(0).epoch_of(arg)}), flush=True)
         elif cmd == "sync":
             try:
                 print(json.dumps({"changes": syncer(int(arg)).sync(wh.load_state())}), flush=True)

@@ -113,7 +113,7 @@ def test_a_raced_commit_is_re_planned_from_what_the_table_holds(spark: Any, tmp_
     applier.create_table(path, SPEC)
     applier.merge(path, "t", SPEC, [_fresh(1, "a")], 10, _meta(10))
     step = [_fresh(2, "b"), _fresh(3, "c")]
-    original = applier._append_view
+    original = applier._append_view  # private: where a commit race is injected (a second driver in real life)
     raced = []
 
     def first_raced(*args: Any, **kwargs: Any) -> Any:

@@ -45,6 +45,7 @@ def test_two_shards_one_warehouse(kafka_bootstrap: str, spark: Any, tmp_path: Pa
     every row is decided at its step, as when partition 0 is read last. Either way the same
     tables, each by its owner."""
     if protocol == "canal-json":
+        # private: partition 0 read last, without staging the reads so
         monkeypatch.setattr(ShardFilter, "_certain", lambda self, partition, ts: False)
     sim = Simulation(SimConfig(protocol=protocol, seed=41, events=200, partitions=2, tables=3, ddl="rename_table"))
     topic = new_topic(kafka_bootstrap, 2, prefix="shards")

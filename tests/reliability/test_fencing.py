@@ -62,7 +62,7 @@ def _paused(wh: Warehouse) -> None:
     """As if the holder had checked its lease just before a pause: its renewals stop, its own check
     passes, so only the store can refuse what it writes next."""
     assert wh.lease is not None
-    wh.lease._stop.set()
+    wh.lease._stop.set()  # private: a pause, inside one process
     wh.lease.check = lambda: None  # type: ignore[method-assign]
 
 

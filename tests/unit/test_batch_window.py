@@ -58,7 +58,7 @@ def test_the_same_steps_and_cursors_as_the_driver_readers_windower(seed: int, cu
     for p, o, ev in arrivals:
         driver.offer(TP("t", p), o, [ev])
     kept = [(table, b.row.commit_ts, b.partition.partition, b.offset, b.wm_before)
-            for table, buf in driver._rows.items() for b in buf]
+            for table, buf in driver._rows.items() for b in buf]  # private: the driver's buffer, as the index
     batch = BatchWindower("t", parts, Progress(), ddl_scope, MemoryIndex(kept), WindowStats())
     for p, o, ev in arrivals:
         if not isinstance(ev, RowChange):

@@ -162,9 +162,9 @@ def test_verbose_flag_lets_spark_start_loudly(tmp_path: Path, capsys: pytest.Cap
 
     try:
         assert main(["archive", "inspect", str(tmp_path)]) == 0
-        assert spark._verbose is False
+        assert spark.NEXT.verbose is False
         assert main(["-v", "archive", "inspect", str(tmp_path)]) == 0
-        assert spark._verbose is True
+        assert spark.NEXT.verbose is True
     finally:
         spark.set_verbose(False)
 

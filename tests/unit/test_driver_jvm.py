@@ -21,9 +21,9 @@ from replicator.runtime import spark as sparkmod
 def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in ("REPLICATOR_JIT", "REPLICATOR_JVM_ARCHIVE", "REPLICATOR_DRIVER_JAVA_OPTIONS", "PYSPARK_GATEWAY_PORT"):
         monkeypatch.delenv(var, raising=False)
-    saved = sparkmod._jit
+    saved = sparkmod.NEXT.jit
     yield
-    sparkmod._jit = saved
+    sparkmod.NEXT.jit = saved
 
 
 def _jar(tmp_path: Path, name: str = "delta.jar") -> str:

@@ -126,7 +126,7 @@ def test_engine_counts_replaced_text_in_its_run_summary(tmp_path: Path) -> None:
     codec = codec_for("craft")
     messages = codec.encode_rows([text_row(ts, "t", {"c": BAD}) for ts in range(1, 4)], max_batch_size=1)
     for offset, (key, value) in enumerate(messages):
-        engine._decode_record(Record("topic", 0, offset, -1, key, value))
+        engine.decode_record(Record("topic", 0, offset, -1, key, value))
     assert engine.summary.invalid_utf8 == 3
     assert engine.summary.to_json()["invalid_utf8"] == 3
     assert "invalid UTF-8     3 text values" in engine.summary.render()

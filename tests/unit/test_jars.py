@@ -97,7 +97,7 @@ def test_the_command_prints_paths_for_spark_submit(tmp_path: Path, capsys: pytes
 
 
 def test_a_users_jar_directory_must_hold_what_the_run_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jars, "_required", {"delta"})  # as a --reader driver run on a local directory
+    monkeypatch.setattr(jars, "REQUIRED", {"delta"})  # as a --reader driver run on a local directory
     monkeypatch.setenv("REPLICATOR_SPARK_JARS", str(tmp_path))
     (tmp_path / "delta-spark_2.13-4.0.1.jar").write_bytes(b"x")
     with pytest.raises(jars.JarResolutionError, match=r"lacks io\.delta:delta-storage:4\.0\.1: point REPLICATOR_SPARK"):
@@ -115,7 +115,7 @@ def test_without_a_directory_the_run_fetches_only_its_groups(tmp_path: Path, mon
     monkeypatch.setenv("REPLICATOR_MAVEN_REPOSITORY", repo)
     monkeypatch.setenv("REPLICATOR_JARS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(sparkmod, "DEFAULT_JARS_DIR", tmp_path / "no-checkout")
-    monkeypatch.setattr(jars, "_required", {"delta"})
+    monkeypatch.setattr(jars, "REQUIRED", {"delta"})
     names = [Path(p).name for p in sparkmod.jar_paths() or []]
     assert names == ["delta-spark_2.13-4.0.1.jar", "delta-storage-4.0.1.jar"]
     jars.require("s3")

@@ -87,7 +87,7 @@ def test_the_step_line_carries_step_counts_and_positions(logger: tuple[logging.L
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     _, stream, handler = logger
     engine_log = logging.getLogger("replicator")
-    monkeypatch.setattr(logformat, "_format", "json")
+    monkeypatch.setattr(logformat, "ACTIVE", "json")
     monkeypatch.setattr(engine_log, "handlers", [handler])
     monkeypatch.setattr(engine_log, "propagate", False)
     monkeypatch.setattr(engine_log, "level", logging.INFO)
@@ -99,7 +99,7 @@ def test_the_step_line_carries_step_counts_and_positions(logger: tuple[logging.L
     assert line["counts"] == {"db.t": {"upserts": 5, "deletes": 2}}
     assert line["positions"] == [position("topic-a", 0, 10), position("topic-b", 1, 12)]
     # A person's log (human) has it at DEBUG only: not at INFO.
-    monkeypatch.setattr(logformat, "_format", "human")
+    monkeypatch.setattr(logformat, "ACTIVE", "human")
     _log_step(record, {TP("topic-a", 0): 10})
     assert len(_lines(stream)) == 1
 
@@ -122,12 +122,12 @@ def test_configure_switches_the_format() -> None:
         logformat.configure("human", logging.INFO, stream, force=True)
         logging.getLogger("replicator").info("back to human")
     finally:
+        logformat.configure("human", level, force=True)  # the module's format back to the default
         for h in list(root.handlers):
             root.removeHandler(h)
         for h in saved:
             root.addHandler(h)
         root.setLevel(level)
-        logformat._format = "human"
     first, second = stream.getvalue().splitlines()
     assert json.loads(first)["logger"] == "kafka.conn"
     assert second.endswith(" INFO replicator: back to human") and not second.startswith("{")

@@ -53,7 +53,7 @@ def test_close_waits_for_a_start_under_way(tmp_path: Path, monkeypatch: Any) -> 
     applier = _applier(tmp_path, monkeypatch, started)
     applier.warm_up()
     applier.close()
-    assert started and applier.edge._delta is not None
+    assert started and applier.edge.started
 
 
 def test_a_run_makes_full_collections_rare_and_restores_the_thresholds_after() -> None:

@@ -337,7 +337,7 @@ def test_takeover_reads_the_lease_s_age_off_the_store_s_clock_not_the_taker_s(tm
         taker = Lease(io, path, seconds=30)
         taker.acquire()
     assert taker.epoch == holder.epoch + 1
-    taker._stop.set()
+    taker._stop.set()  # private: no renewals from here on (the record below is written by hand)
     # an older record (no term) is judged by the taker's wall clock against its expiry, as before
     old = {**json.loads(io.read(path) or b""), "expires_at": time.time() + 30, "host": "elsewhere"}
     del old["term_s"]

@@ -317,7 +317,7 @@ def test_partition_and_date_separators(tmp_path: Path) -> None:
     events = [e for r in source.poll() for e in source.decode(r)]
     got = sorted((e.commit_ts, e.columns[0].value) for e in events if isinstance(e, RowChange))
     assert got == [(101, 1), (102, 2), (103, 3), (104, 4), (105, 5)]
-    assert sorted(d.key.topic for d in source._data.values()) == ["db/t/100/55", "db/t/100/66"]
+    assert sorted(d.key.topic for d in source.listing.data.values()) == ["db/t/100/55", "db/t/100/66"]
 
 
 def test_a_file_that_cannot_be_split_is_dead_lettered_from_where_it_breaks(tmp_path: Path) -> None:
@@ -368,7 +368,7 @@ def test_store_calls_grow_with_what_changed_not_with_history(tmp_path: Path) -> 
     source.start({p: None for p in source.partitions()})
     while not source.caught_up():
         source.poll()
-    done = {str(tmp_path / k.directory) for k in source._done}
+    done = {str(tmp_path / k.directory) for k in source.listing.done}
     assert len(done) >= 3
     for _ in range(3):
         io.clear()

@@ -48,7 +48,7 @@ def test_a_run_that_lost_its_lease_removes_nothing(tmp_path: Path) -> None:
     lease = Lease(LocalFileIO(), str(tmp_path / "lease.json"), seconds=30, what="warehouse W")
     lease.acquire()
     try:
-        lease._lose("another replicator run took it over")
+        lease._lose("another replicator run took it over")  # private: a loss without a second process
         table = _unborn(tmp_path)
         before = sorted(p.relative_to(table) for p in table.rglob("*"))
         with pytest.raises(LeaseLostError) as err:
