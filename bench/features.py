@@ -46,7 +46,7 @@ ROWS_PER_FILE = 100_000
 
 
 def _spec() -> Any:
-    from replicator.delta.typemap import ColumnSpec, TableSpec
+    from replicator.tables import ColumnSpec, TableSpec
 
     return TableSpec("bench", "features", (
         ColumnSpec("id", "BIGINT", nullable=False), ColumnSpec("grp", "INT"), ColumnSpec("name", "STRING"),

@@ -24,7 +24,7 @@ SCALE_ROWS_PER_FILE = 100_000
 
 
 def _scale_spec() -> Any:
-    from replicator.delta.typemap import ColumnSpec, TableSpec
+    from replicator.tables import ColumnSpec, TableSpec
 
     return TableSpec("bench", "scale", (
         ColumnSpec("id", "BIGINT", nullable=False), ColumnSpec("grp", "INT"), ColumnSpec("name", "STRING"),

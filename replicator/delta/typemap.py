@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from typing import Any, cast
 
@@ -21,6 +21,7 @@ from sqlglot import exp
 from replicator.codec.values import format_datetime, format_decimal
 from replicator.errors import DdlError, SchemaError
 from replicator.events import Column, Flag, RowChange, TypeCode
+from replicator.tables import ColumnSpec, TableSpec
 
 T = exp.DataType.Type
 
@@ -28,72 +29,6 @@ T = exp.DataType.Type
 def quote_string(text: str) -> str:
     """A Spark SQL string literal (single quotes; backslashes and quotes escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-@dataclass(frozen=True)
-class ColumnSpec:
-    """One replicated column: its Delta type plus the upstream facts values need (labels, unsigned)."""
-
-    name: str
-    spark_type: str
-    tidb_type: str = ""
-    labels: tuple[str, ...] = ()
-    is_set: bool = False
-    nullable: bool = True
-    default: str | None = None  # upstream DEFAULT as SQL text, None when absent
-    comment: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["labels"] = list(self.labels)
-        return d
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> ColumnSpec:
-        return ColumnSpec(**{**d, "labels": tuple(d.get("labels", ()))})
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """Shape of a replicated table."""
-
-    schema: str
-    table: str
-    columns: tuple[ColumnSpec, ...]
-    key: tuple[str, ...]
-    comment: str | None = None
-    partition_def: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def column(self, name: str) -> ColumnSpec | None:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        return None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema,
-            "table": self.table,
-            "columns": [c.to_json() for c in self.columns],
-            "key": list(self.key),
-            "comment": self.comment,
-            "partition_def": self.partition_def,
-        }
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> TableSpec:
-        return TableSpec(
-            schema=d["schema"],
-            table=d["table"],
-            columns=tuple(ColumnSpec.from_json(c) for c in d["columns"]),
-            key=tuple(d["key"]),
-            comment=d.get("comment"),
-            partition_def=d.get("partition_def"),
-        )
-
-    def with_columns(self, columns: Sequence[ColumnSpec]) -> TableSpec:
-        return replace(self, columns=tuple(columns))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,7 +43,6 @@ from pydantic import (
     model_validator,
 )
 
-from replicator.delta.typemap import TableSpec
 from replicator.errors import ConfigError, LeaseLostError, StateError
 from replicator.progress import Progress
 from replicator.runtime import jars
@@ -53,6 +52,7 @@ from replicator.storage.fenced import FencedWriter, require_conditional_writes
 from replicator.storage.fileio import S3_SCHEMES, scheme_of
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS, Lease
 from replicator.storage.steplog import StepLog
+from replicator.tables import TableSpec
 
 STATE_FORMAT = 1
 # Steps older than this are folded into one record (`roll_step_log`): the default vacuum retention,

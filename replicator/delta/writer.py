@@ -50,10 +50,11 @@ from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, c
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
 from replicator.delta.session import DeltaSession, is_commit_raced, one_file
 from replicator.delta.session import is_conflict as is_conflict  # re-exported: callers import it from here
-from replicator.delta.typemap import TableSpec, arrow_type_name, converter_for, quote_string
+from replicator.delta.typemap import arrow_type_name, converter_for, quote_string
 from replicator.errors import SchemaError, StateError
 from replicator.mysql.tokens import quote_ident
 from replicator.storage import fileio_for
+from replicator.tables import TableSpec
 
 log = logging.getLogger("replicator")
 
@@ -196,7 +197,7 @@ def arrow_type(spark_type: str) -> pa.DataType:
 
 
 class ColumnLike(Protocol):
-    """What a column definition needs (typemap.ColumnSpec, binlog_apply.ColumnInfo)."""
+    """What a column definition needs (tables.ColumnSpec, binlog_apply.ColumnInfo)."""
 
     @property
     def name(self) -> str: ...

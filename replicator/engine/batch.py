@@ -31,9 +31,9 @@ from replicator.tables import DdlScope, TableName
 
 if TYPE_CHECKING:
     from replicator.codec.values import InvalidText
-    from replicator.delta.typemap import TableSpec
     from replicator.sources.kafka import KafkaSource
     from replicator.sources.spark_reader import SparkBatch
+    from replicator.tables import TableSpec
 
 log = logging.getLogger("replicator")
 

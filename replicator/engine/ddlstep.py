@@ -19,7 +19,7 @@ from replicator.logformat import position
 from replicator.metrics import Metrics
 
 if TYPE_CHECKING:
-    from replicator.delta.typemap import TableSpec
+    from replicator.tables import TableSpec
 
 log = logging.getLogger("replicator")
 

@@ -35,8 +35,8 @@ from replicator.faults import fault_point, fault_timer
 from replicator.metrics import Metrics
 
 if TYPE_CHECKING:
-    from replicator.delta.typemap import TableSpec
     from replicator.delta.writer import MergeResult
+    from replicator.tables import TableSpec
 
 
 @dataclass(frozen=True)

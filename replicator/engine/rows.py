@@ -17,7 +17,7 @@ from replicator.events import RowChange
 from replicator.tables import TableName
 
 if TYPE_CHECKING:
-    from replicator.delta.typemap import TableSpec
+    from replicator.tables import TableSpec
 
 
 class SpanSource(Protocol):

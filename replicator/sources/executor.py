@@ -25,10 +25,11 @@ from replicator.changes import key_of
 from replicator.codec import codec_for
 from replicator.codec.large import HANDLE_KEY_ONLY_REMEDY
 from replicator.codec.values import DecodeOptions, InvalidText
-from replicator.delta.typemap import TableSpec, converter_for
+from replicator.delta.typemap import converter_for
 from replicator.errors import ClaimCheckError, DecodeError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.events import Column, DdlEvent, Op, Position, Resolved, RowChange
 from replicator.filters import TableFilter
+from replicator.tables import TableSpec
 
 ROW, RESOLVED, DDL, DEAD, STATS = 0, 1, 2, 3, 4
 """Event kinds (`kind` column)."""

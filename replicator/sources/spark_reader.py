@@ -20,13 +20,12 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from replicator.codec.values import DecodeOptions
-from replicator.delta.typemap import TableSpec
 from replicator.events import Event, Position, Record, Resolved, RowChange
 from replicator.filters import TableFilter
 from replicator.runtime.spark import executor_errors
 from replicator.sources import executor as ex
 from replicator.sources.kafka import KafkaSettings
-from replicator.tables import DdlScope, TableName
+from replicator.tables import DdlScope, TableName, TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

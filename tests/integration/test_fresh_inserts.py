@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
-from replicator.delta.typemap import ColumnSpec, TableSpec
 from replicator.delta.writer import TableWriter, delta_ref
 from replicator.runtime import commitfence
+from replicator.tables import ColumnSpec, TableSpec
 from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration

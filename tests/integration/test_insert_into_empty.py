@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
-from replicator.delta.typemap import ColumnSpec, TableSpec
 from replicator.delta.writer import TableWriter, delta_ref
+from replicator.tables import ColumnSpec, TableSpec
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from replicator.changes import Change
-from replicator.delta.typemap import ColumnSpec, TableSpec
 from replicator.delta.writer import SMALL_MERGE_CONF, TableWriter, key_range_predicate
+from replicator.tables import ColumnSpec, TableSpec
 
 pytestmark = pytest.mark.integration
 

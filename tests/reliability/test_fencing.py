@@ -317,8 +317,8 @@ def test_a_commit_put_stalled_past_the_lease_lands_whole_or_not_at_any_release_i
     from urllib.parse import urlparse
 
     from replicator.changes import Change
-    from replicator.delta.typemap import ColumnSpec, TableSpec
     from replicator.delta.writer import TableWriter
+    from replicator.tables import ColumnSpec, TableSpec
     from tests.stallproxy import StallProxy
 
     spec = TableSpec("db", "t", (ColumnSpec("id", "BIGINT", nullable=False), ColumnSpec("v", "STRING")), ("id",))

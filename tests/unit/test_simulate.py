@@ -20,7 +20,7 @@ from replicator.codec import codec_for
 from replicator.codec.render import value_to_json
 from replicator.codec.values import DecodeOptions
 from replicator.delta.ddl.scope import ddl_scope
-from replicator.delta.typemap import TableSpec, column_from_def, converter_for, spec_from_create
+from replicator.delta.typemap import column_from_def, converter_for, spec_from_create
 from replicator.engine.plan import Segment, plan_step
 from replicator.engine.schedule import InlineExecutor, run_plan
 from replicator.engine.window import Step, Windower
@@ -42,6 +42,7 @@ from replicator.sim.simulate import (
     supported_ddl_kinds,
     table_value,
 )
+from replicator.tables import TableSpec
 
 
 def digest(sim: Simulation) -> str:

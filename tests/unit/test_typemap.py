@@ -6,8 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from replicator.delta.typemap import ColumnSpec, converter_for, spec_from_create
+from replicator.delta.typemap import converter_for, spec_from_create
 from replicator.errors import SchemaError
+from replicator.tables import ColumnSpec
 
 
 def test_wide_decimals_convert_exactly() -> None:

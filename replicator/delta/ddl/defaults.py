@@ -9,8 +9,9 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
-from replicator.delta.typemap import ColumnSpec, quote_string
+from replicator.delta.typemap import quote_string
 from replicator.errors import DdlError
+from replicator.tables import ColumnSpec
 
 _CURRENT_TS = ("CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP")
 _FSP_RE = re.compile(r"\((\d)\)")

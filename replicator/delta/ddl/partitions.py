@@ -8,10 +8,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 from replicator.delta.ddl.widening import INTEGRAL
-from replicator.delta.typemap import ColumnSpec, quote_string
+from replicator.delta.typemap import quote_string
 from replicator.errors import DdlError
 from replicator.mysql.partitions import PartitionDef, Partitioning, PExpr
 from replicator.mysql.tokens import quote_ident
+from replicator.tables import ColumnSpec
 
 _TIME_FUNCS = {"YEAR": "year", "MONTH": "month", "DAY": "dayofmonth", "DAYOFMONTH": "dayofmonth"}
 

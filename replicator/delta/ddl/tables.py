@@ -17,11 +17,7 @@ from replicator.delta.ddl.base import (
     _unknown,
 )
 from replicator.delta.ddl.partitions import partition_predicate
-from replicator.delta.typemap import (
-    TableSpec,
-    parse_sql,
-    spec_from_create,
-)
+from replicator.delta.typemap import parse_sql, spec_from_create
 from replicator.delta.warehouse import State, TableEntry, table_uid
 from replicator.delta.writer import delta_ref
 from replicator.errors import DdlError
@@ -29,6 +25,7 @@ from replicator.events import DdlEvent, RowChange
 from replicator.mysql.partitions import add_partitions, parse_partition_op, parse_partitioning, split_partition_clause
 from replicator.mysql.statements import Name, parse_recover, parse_renames
 from replicator.mysql.tokens import sanitize
+from replicator.tables import TableSpec
 
 if TYPE_CHECKING:
     from replicator.delta.ddl.ops import DdlOps
