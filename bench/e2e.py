@@ -105,8 +105,8 @@ def consume_rate(bootstrap: str, topic: str, protocol: str, decode: bool) -> dic
 def warehouse_files(spark: SparkSession, warehouse: Path) -> dict[str, Any]:
     """Per live table: files in the current snapshot, and parquet / deletion-vector / log files
     on disk (the small-file picture after a CDC run)."""
-    from replicator.delta.warehouse import Warehouse
     from replicator.delta.writer import delta_ref
+    from replicator.warehouse import Warehouse
 
     state = Warehouse(str(warehouse)).load_state()
     tables: dict[str, Any] = {}
@@ -142,7 +142,7 @@ def ddl_count(record: dict[str, Any]) -> int:
 def step_counts(warehouse: Path) -> dict[str, Any]:
     """How the run applied: DDLs, steps that MERGEd rows, MERGEs and rows per MERGE (a MERGE has a
     cost of its own, so few large ones are what a catch-up should do)."""
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     records = Warehouse(str(warehouse)).windows()
     windows = [r for r in records if merged(r)]
@@ -156,8 +156,8 @@ def append_baseline(spark: SparkSession, warehouse: Path, scratch: Path) -> dict
     fresh tables: what writing the result costs without CDC. Reading the rows back is not timed."""
     from pyspark.sql.types import StructField, StructType
 
-    from replicator.delta.warehouse import Warehouse
     from replicator.delta.writer import TableWriter
+    from replicator.warehouse import Warehouse
 
     applier = TableWriter(spark)
     state = Warehouse(str(warehouse)).load_state()

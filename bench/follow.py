@@ -214,7 +214,7 @@ def table_files(path: str) -> dict[str, Any]:
 
 def own_records(warehouse: str) -> dict[str, Any]:
     """The replicator's own records: the step log (bytes, records, the time to read it all) and state.json."""
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     wh = Warehouse(warehouse)
     meta = wh.meta.path.rstrip("/")
@@ -316,8 +316,8 @@ def _access(spark: SparkSession, server: S3Target | None) -> Iterator[None]:
 def finish_follow(spark: SparkSession, res: dict[str, Any], server: S3Target | None, repeat: int) -> None:
     """Section "follow" (Spark part): per target, the steps, each table's files and reads before and
     after OPTIMIZE, the replicator's records, and every table checked against its stream."""
-    from replicator.delta.warehouse import Warehouse
     from replicator.sim.simcheck import check_warehouse
+    from replicator.warehouse import Warehouse
 
     for target, fig in res["targets"].items():
         s3 = server if target == "s3" else None

@@ -282,7 +282,7 @@ def start_following(stream: LiveStream, start: StartFollower, bootstrap: str, pr
 
 
 def _applied_ts(warehouse: Path) -> int:
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     with contextlib.suppress(Exception):  # the follower may be replacing the file right now
         return Warehouse(str(warehouse)).load_state().applied_ts
@@ -326,7 +326,7 @@ def step_times(warehouse: Path) -> list[tuple[float, float]]:
     """(start, seconds) of every step that wrote rows, start in epoch s: from the step's
     ``recorded_at`` in the step log (taken as it starts) to the last Delta commit carrying its step
     number (the state is saved right after)."""
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     wh = Warehouse(str(warehouse))
     ends: dict[int, float] = {}
@@ -347,8 +347,8 @@ def row_lags(warehouse: Path, produced: dict[str, list[int]],
     """(row's commit time in s, lag in s) of every produced row, and how many rows no MERGE
     applied before the follower was stopped: those count with their age at `stopped_at` (epoch s),
     a lower bound of their lag, so a follower that fell behind is not flattered by leaving them out."""
-    from replicator.delta.warehouse import Warehouse
     from replicator.events import tso_physical_ms
+    from replicator.warehouse import Warehouse
 
     state = Warehouse(str(warehouse)).load_state()
     lags: list[tuple[float, float]] = []

@@ -49,7 +49,7 @@ from bench.streams import COMMIT_KINDS, commits
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
 TARGET_RATIO = 1.25
 """Per-table apply time at most this times Delta's floor (issue 41)."""
@@ -131,8 +131,8 @@ def bench_manytables(cfg: BenchConfig, bootstrap: str, scratch: Path, runner: Ma
     """Section "manytables" (Spark-free part): produce the stream, replicate it unsharded, then by
     `manytables_shards` shards side by side (`side_by_side=False`: one after the other, for an
     in-process runner; the pair's wall time is then their sum)."""
-    from replicator.delta.warehouse import Warehouse
     from replicator.shards import ShardSpec
+    from replicator.warehouse import Warehouse
 
     run = runner or subprocess_runner(cfg)
     protocol = cfg.protocols[0]
@@ -291,9 +291,9 @@ def finish_manytables(spark: SparkSession, res: dict[str, Any], scratch: Path, f
     """Section "manytables" (Spark part): check both warehouses, then measure Delta's floor on a
     sample of the replicated tables (their rows read back untimed) on `threads` threads (None: the
     replicator's default apply parallelism; pass `--apply-parallelism` when the runs had it)."""
-    from replicator.delta.warehouse import Warehouse
     from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
     from replicator.shards import ShardSpec
+    from replicator.warehouse import Warehouse
 
     expected = res["stream"].pop("expected")
     one = Warehouse(res["one"]["warehouse"])

@@ -142,7 +142,7 @@ def _ramp_run(cfg: BenchConfig, bootstrap: str, scratch: Path, start: StartFollo
 def _count_check(warehouse: Path, expected: Any) -> dict[str, Any]:
     """Every table's rows (from its Delta log) against the simulator's state where the stream ended."""
     from replicator.delta.rowcount import Inexact, count_rows
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     state = Warehouse(str(warehouse)).load_state()
     diffs: list[str] = []

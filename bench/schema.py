@@ -45,9 +45,9 @@ def _added_files(path: str, version: int) -> int:
 def bench_schema(spark: SparkSession, scratch: Path, rows: int) -> dict[str, Any]:
     from replicator.delta.ddl import DdlApplier
     from replicator.delta.rowcount import live_bytes
-    from replicator.delta.warehouse import State, Warehouse
     from replicator.delta.writer import TableWriter
     from replicator.events import DdlEvent
+    from replicator.warehouse import State, Warehouse
 
     wh = Warehouse(scratch / "schema-wh")
     delta = TableWriter(spark)

@@ -80,7 +80,7 @@ def subprocess_runner(cfg: BenchConfig) -> Runner:
 
 def step_rows(warehouse: Path) -> list[int]:
     """Rows each step that wrote rows wrote (upserts + deletes over its tables), from the step log."""
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     return [sum(int(t.get("upserts", 0)) + int(t.get("deletes", 0)) for t in merged(r))
             for r in Warehouse(str(warehouse)).windows() if merged(r)]
@@ -88,7 +88,7 @@ def step_rows(warehouse: Path) -> list[int]:
 
 def _figures(run: dict[str, Any], warehouse: Path, changes: int, buffer: int) -> dict[str, Any]:
     from bench.manytables import step_seconds
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     rows = step_rows(warehouse)
     apply_s = step_seconds(Warehouse(str(warehouse)))["apply_s"]

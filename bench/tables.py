@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 def step_times(warehouse: Path) -> dict[str, Any]:
     """DDL and window steps of a run, with their durations from the step log (see module doc)."""
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     wh = Warehouse(str(warehouse))
     records = wh.windows()

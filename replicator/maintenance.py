@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 from replicator.delta.rowcount import DEFAULT_TARGET_FILE_BYTES as DEFAULT_TARGET_FILE_BYTES
 from replicator.delta.rowcount import Inexact, file_bytes, read_snapshot
-from replicator.delta.warehouse import STATE_FORMAT, State, Warehouse, read_state_file
 from replicator.errors import ConfigError
 from replicator.filters import TableFilter
 from replicator.mysql.tokens import quote_ident
 from replicator.shards import ShardSpec
 from replicator.storage import as_location, is_url
 from replicator.views.listing import ListedTable, list_tables
+from replicator.warehouse.store import STATE_FORMAT, State, Warehouse, read_state_file
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -3,7 +3,7 @@ restart cursor, the topics gone quiet, the storage-sink table versions read and 
 end, and the DDL ledger.
 
 The windower updates it as steps are applied (`Windower.commit`, `Windower.checkpoint`); the
-warehouse's state file persists it (`replicator.delta.warehouse.State.progress`) in flat fields:
+warehouse's state file persists it (`replicator.warehouse.State.progress`) in flat fields:
 ``applied_ts``, ``positions`` (topic -> partition -> cursor), ``quiet_topics`` (only when some
 are), ``ended_versions`` (only when some are) and ``ddl_ledger``. A state written before several
 topics were followed kept one topic's cursors as ``partitions``; `from_wire` reads them as that

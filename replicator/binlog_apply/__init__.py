@@ -6,7 +6,7 @@ commit order, statement by statement through Spark SQL on path-based Delta table
 
 Three layers, the first two pure (unit-tested without Spark), one module each beside the shared
 ``model`` (statements, catalog, actions) and the state file ``binlog.json``
-(``replicator.delta.binlog_state``, where the warehouse's table listing reads it too):
+(``replicator.warehouse.binlog_state``, where the warehouse's table listing reads it too):
 
 * ``TransactionAssembler`` (``assembly``) buffers Query events per Global Transaction ID (server_id, trans_id)
   until their Commit (Rollback discards) and numbers committed transactions 1, 2, 3... in log
@@ -63,7 +63,7 @@ from replicator.binlog_apply.translate import (
     translate,
     verify_generated,
 )
-from replicator.delta.binlog_state import (
+from replicator.warehouse.binlog_state import (
     STATE_FILE,
     STATE_FORMAT,
     BinlogState,

@@ -24,9 +24,7 @@ from replicator.binlog_apply.model import (
     txn_version,
 )
 from replicator.binlog_apply.translate import translate, verify_generated
-from replicator.delta.binlog_state import STATE_FILE, BinlogState, InFlight, Position, load_state, state_bytes
 from replicator.delta.session import DeltaSession, is_conflict
-from replicator.delta.warehouse import Warehouse
 from replicator.errors import (
     ConfigError,
     DecodeError,
@@ -39,6 +37,8 @@ from replicator.errors import (
 )
 from replicator.formats.binlog import read_binlog, split_binlog_name
 from replicator.storage.lease import DEFAULT_LEASE_SECONDS
+from replicator.warehouse import Warehouse
+from replicator.warehouse.binlog_state import STATE_FILE, BinlogState, InFlight, Position, load_state, state_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -7,8 +7,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from replicator.delta.binlog_state import TableInfo
 from replicator.errors import UnsupportedError
+from replicator.warehouse.binlog_state import TableInfo
 
 DEFAULT_DATABASE = "default"
 _STMT_BITS = 20  # statements per transaction < 2**20
@@ -44,7 +44,7 @@ class Transaction:
 
 
 # =============================================================================================
-# Catalog (its tables persisted in the state file, replicator/delta/binlog_state.py)
+# Catalog (its tables persisted in the state file, replicator/warehouse/binlog_state.py)
 
 
 class Catalog:

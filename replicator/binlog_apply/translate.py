@@ -28,12 +28,12 @@ from replicator.binlog_apply.model import (
     Statement,
     table_uid,
 )
-from replicator.delta.binlog_state import ColumnInfo, TableInfo
 from replicator.delta.typemap import column_from_def, quote_string, spec_from_create
-from replicator.delta.warehouse import safe_segment
 from replicator.delta.writer import column_ddl
 from replicator.errors import DdlError, ReplicatorError, SchemaError, UnsupportedError
 from replicator.mysql.tokens import quote_ident
+from replicator.warehouse.binlog_state import ColumnInfo, TableInfo
+from replicator.warehouse.store import safe_segment
 
 # Column mapping: this applier's DROP COLUMN needs it (it does not rewrite tables). No change data
 # feed: with column mapping, Delta's CDF path rejects an UPDATE on a column whose name holds a

@@ -131,8 +131,8 @@ def render(result: CheckResult, warehouse: str, expected: str, limit: int = SHOW
 
 
 def check(cmd: CheckCommand) -> int:
-    from replicator.delta.warehouse import Warehouse
     from replicator.sim.expected import ExpectedState
+    from replicator.warehouse import Warehouse
 
     expected = ExpectedState.load(cmd.expected)  # ConfigError (exit 2) before Spark starts
     wh = Warehouse(cmd.settings.require("warehouse"))

@@ -45,7 +45,7 @@ from replicator.runtime.spark import IMPLEMENTATION_CONF, URIS_CONF, session_con
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from replicator.delta.warehouse import State, TableEntry
+    from replicator.warehouse import State, TableEntry
 
 log = logging.getLogger("replicator")
 

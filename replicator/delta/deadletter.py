@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from replicator.delta.session import DeltaSession, one_file
-from replicator.delta.warehouse import Warehouse
 from replicator.delta.writer import clear_unborn_table, delta_ref
 from replicator.events import Record
+from replicator.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

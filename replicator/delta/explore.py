@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from replicator.delta.catalog import CatalogConfig
 from replicator.delta.shardview import Shard, ShardedView, earliest_readable, readable_steps, table_versions_at
-from replicator.delta.warehouse import TableEntry, Warehouse
 from replicator.events import tso_physical_ms, tso_to_datetime
 from replicator.runtime.spark import IMPLEMENTATION_CONF, URIS_CONF
 from replicator.storage import is_url
+from replicator.warehouse import TableEntry, Warehouse
 
 if TYPE_CHECKING:
     import pandas as pd

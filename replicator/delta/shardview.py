@@ -20,8 +20,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.storage.steplog import ROLLUP
+from replicator.warehouse import State, TableEntry, Warehouse
 
 
 def step_ts(record: dict[str, Any]) -> int:

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from replicator.delta.typemap import spec_from_row
-from replicator.delta.warehouse import TableEntry, table_uid
 from replicator.engine.codecstate import keep_codec_state
 from replicator.engine.compaction import Compactor
 from replicator.engine.context import RunContext
@@ -27,6 +26,7 @@ from replicator.events import Record, RowChange
 from replicator.faults import fault_point
 from replicator.maintenance import Maintainer, MaintainOptions
 from replicator.progress import Progress
+from replicator.warehouse import TableEntry, table_uid
 
 if TYPE_CHECKING:
     from replicator.delta.catalog import CatalogSync
@@ -153,7 +153,7 @@ class WarehouseApplier:
                     del marks[uid]
 
     def _roll_step_log(self) -> None:
-        """Keep the step log bounded (delta/warehouse.py `roll_step_log`); a failure to is not the
+        """Keep the step log bounded (warehouse/store.py `roll_step_log`); a failure to is not the
         step's: it is logged and tried again ROLL_EVERY_STEPS steps later."""
         try:
             folded = self.warehouse.roll_step_log(dt.timedelta(hours=self.options.retention_hours))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from replicator.codec.state import CodecState
-from replicator.delta.warehouse import State
+from replicator.warehouse import State
 
 
 def restore_codec_state(codec_state: CodecState, state: State) -> None:

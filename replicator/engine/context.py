@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.options import RunOptions
 from replicator.engine.sharding import ShardFilter
 from replicator.engine.spark_edge import SparkEdge
 from replicator.engine.summary import RunSummary
 from replicator.metrics import Metrics
+from replicator.warehouse import State, Warehouse
 
 if TYPE_CHECKING:
     from replicator.delta.catalog import CatalogConfig

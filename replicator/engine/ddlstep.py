@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.deadletters import DeadLetters
 from replicator.engine.merging import WrittenKeys
 from replicator.engine.options import RunOptions
@@ -17,6 +16,7 @@ from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent
 from replicator.logformat import position
 from replicator.metrics import Metrics
+from replicator.warehouse import State, Warehouse
 
 if TYPE_CHECKING:
     from replicator.tables import TableSpec

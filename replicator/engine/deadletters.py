@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from replicator.delta.warehouse import Warehouse
 from replicator.engine.spark_edge import SparkEdge
 from replicator.events import DdlEvent, Record
 from replicator.metrics import Metrics
+from replicator.warehouse import Warehouse
 
 
 class DeadLetters:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from replicator.changes import Change, all_fresh, collapse
-from replicator.delta.warehouse import TableEntry
 from replicator.engine.plan import Segment
 from replicator.engine.rows import after, count_on_driver, on_driver, span_changes
 from replicator.engine.spark_edge import SparkEdge
@@ -33,6 +32,7 @@ from replicator.errors import SchemaError
 from replicator.events import Op, RowChange
 from replicator.faults import fault_point, fault_timer
 from replicator.metrics import Metrics
+from replicator.warehouse import TableEntry
 
 if TYPE_CHECKING:
     from replicator.delta.writer import MergeResult

@@ -5,7 +5,7 @@ committed: state.json (applied watermark, restart cursors, DDL ledger, catalog) 
 the Kafka consumer-group offsets. When what is due is decided by `ControlLoop` (loop.py); this
 module wires it to the real source, the Delta applier (`WarehouseApplier`, applier.py) and the
 warehouse. What a run is asked to do is `RunOptions` (options.py), what it did `RunSummary`
-(summary.py). See delta/warehouse.py and delta/writer.py for why that is exactly once.
+(summary.py). See warehouse/store.py and delta/writer.py for why that is exactly once.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from replicator.codec import codec_for
 from replicator.codec.state import CodecState
 from replicator.codec.values import InvalidText
-from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.applier import WarehouseApplier
 from replicator.engine.codecstate import restore_codec_state
 from replicator.engine.context import RunContext
@@ -43,6 +42,7 @@ from replicator.sources.claimcheck import ClaimChecks
 from replicator.sources.executor import check_row
 from replicator.sources.kafka import KafkaSource, Source
 from replicator.sources.storage_sink import StorageSinkSource
+from replicator.warehouse import State, Warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

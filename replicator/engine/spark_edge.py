@@ -7,10 +7,10 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from replicator.delta.warehouse import Warehouse
 from replicator.engine.options import RunOptions
 from replicator.engine.schedule import InlineExecutor
 from replicator.metrics import Metrics
+from replicator.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -226,7 +226,7 @@ def commit_store_conf(jars_: list[str]) -> dict[str, str]:
     """Spark confs that make s3a:// (and s3://) Delta tables commit through the replicator's own log
     store (runtime/java/s3commit): a commit file is written only if absent, by the store itself, and
     only while this process holds the writer lease (docs/object-store.md "Two writers"). Empty
-    when its jar is not among `jars_` (a warehouse on s3a then refuses to start: warehouse.py)."""
+    when its jar is not among `jars_` (a warehouse on s3a then refuses to start: warehouse/store.py)."""
     if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_):
         return {}
     # Through spark.jars only (not the JVMs' class path): it extends Delta's classes, which load there.

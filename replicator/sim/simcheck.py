@@ -26,7 +26,7 @@ from replicator.sim.expected import ExpectedState
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from replicator.delta.warehouse import TableEntry
+    from replicator.warehouse import TableEntry
 
 MAX_DIFFS_PER_TABLE = 20
 _F32 = struct.Struct("<f")
@@ -178,7 +178,7 @@ def read_warehouse(spark: SparkSession, warehouse: str | Path) -> dict[str, Actu
 def live_tables(warehouse: str | Path) -> list[TableEntry]:
     """The live tables of a warehouse, of every shard when it is sharded."""
     from replicator.delta.shardview import ShardedView
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     wh = Warehouse(warehouse)
     view = None if wh.state_path.exists() else ShardedView.read(wh)
@@ -191,7 +191,7 @@ def applied_watermark(warehouse: str | Path) -> int:
     """The warehouse's applied watermark; a sharded one's: the smallest of its shards' (the
     point every shard has reached)."""
     from replicator.delta.shardview import ShardedView
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     wh = Warehouse(warehouse)
     view = None if wh.state_path.exists() else ShardedView.read(wh)
@@ -202,7 +202,7 @@ def read_snapshot(spark: SparkSession, warehouse: str | Path, watermark: int) ->
     """Every table of a sharded warehouse as of one consistent point (`ShardedView.watermarks()`),
     keyed ``schema.table`` (ValueError when the shards' tables never held that point together)."""
     from replicator.delta.shardview import ShardedView, table_versions_at
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     view = ShardedView.read(Warehouse(warehouse))
     if view is None:

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from replicator.delta.catalog import CatalogConfig
 from replicator.delta.features import reader_features, readers_of
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import ConfigError
 from replicator.storage import is_url, normalise_root
+from replicator.warehouse import State, TableEntry, Warehouse
 
 log = logging.getLogger("replicator.views.listing")
 
@@ -110,9 +110,9 @@ def _kafka_tables(state: State, entries: list[TableEntry], shard: str | None) ->
 def list_tables(root: str | os.PathLike[str], *, count: bool = False) -> tuple[str, list[ListedTable]]:
     """(warehouse root, live tables sorted by source, schema, table); ConfigError when `root` holds
     neither catalog. `count`: with each table's row count (`table_rows`)."""
-    from replicator.delta.binlog_state import STATE_FILE, load_state
     from replicator.delta.rowcount import file_counts
     from replicator.delta.shardview import ShardedView
+    from replicator.warehouse.binlog_state import STATE_FILE, load_state
 
     wh = Warehouse(root)
     binlog_state = wh.meta / STATE_FILE

@@ -24,11 +24,11 @@ from urllib.parse import unquote
 
 from replicator.delta.rowcount import Inexact, LogSnapshot, file_counts, log_version, read_snapshot
 from replicator.delta.shardview import Shard
-from replicator.delta.warehouse import Warehouse
 from replicator.events import tso_physical_ms
 from replicator.storage import Location
 from replicator.storage.lease import Holder
 from replicator.views.listing import list_tables
+from replicator.warehouse import Warehouse
 
 log = logging.getLogger("replicator.views.status")
 

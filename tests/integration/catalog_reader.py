@@ -28,8 +28,8 @@ def _rows(spark: Any, name: str) -> list[str]:
 def main() -> None:
     from replicator.delta.catalog import CatalogConfig, CatalogSync
     from replicator.delta.explore import open_warehouse
-    from replicator.delta.warehouse import Warehouse
     from replicator.errors import LeaseLostError
+    from replicator.warehouse import Warehouse
 
     ex = open_warehouse(sys.argv[1])
     spark = ex.spark

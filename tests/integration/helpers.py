@@ -12,9 +12,9 @@ from typing import Any
 from kafka import KafkaProducer
 
 from replicator.codec.values import DecodeOptions
-from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.sources.kafka import KafkaSettings, KafkaSource
+from replicator.warehouse import Warehouse
 
 
 def open_frame(keys: Sequence[bytes], values: Sequence[bytes]) -> tuple[bytes, bytes]:

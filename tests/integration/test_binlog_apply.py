@@ -19,9 +19,9 @@ import pytest
 from replicator.binlog_apply import BinlogApplier, load_state
 from replicator.cli import main
 from replicator.delta.typemap import spec_from_create
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.delta.writer import TableWriter
 from replicator.formats.binlog import BinlogWriter, read_binlog
+from replicator.warehouse import State, TableEntry, Warehouse
 from tests.integration.concurrency import CommitDuringScan
 from tests.support.cli import cli_stdout, kill_group, replicator_argv
 from tests.support.env import cli_env

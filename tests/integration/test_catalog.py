@@ -22,8 +22,8 @@ import pytest
 
 from replicator.cli import main
 from replicator.codec.open_protocol import encode_ddl, encode_resolved, encode_rows
-from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, DdlEvent, Flag, Op, RowChange, TypeCode
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
 from tests.s3_fixtures import S3Server

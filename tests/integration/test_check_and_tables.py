@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from replicator.delta.rowcount import count_rows
-from replicator.delta.warehouse import Warehouse
 from replicator.sim.expected import ExpectedState
+from replicator.warehouse import Warehouse
 from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.integration

@@ -22,11 +22,11 @@ from replicator.changes import Change
 from replicator.cli import main as cli_main
 from replicator.delta.ddl import TMP_PREFIX, DdlApplier, DdlOutcome
 from replicator.delta.typemap import quote_string
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.delta.writer import TableWriter, delta_ref
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, tso_to_datetime
 from replicator.mysql.tokens import quote_ident
+from replicator.warehouse import State, TableEntry, Warehouse
 
 pytestmark = pytest.mark.integration
 

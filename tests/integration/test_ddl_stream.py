@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from replicator.codec.open_protocol import encode_ddl, encode_resolved, encode_rows
-from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, DdlEvent, Flag, Op, RowChange, TypeCode
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, read_table, run_engine
 from tests.kafka_fixtures import new_topic
 

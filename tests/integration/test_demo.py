@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
 from replicator.sim import demo
 from replicator.storage import fileio_for
+from replicator.warehouse import Warehouse
 from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.warehouse import Warehouse
 from replicator.errors import DecodeError, StateError
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import open_frame, produce, read_table, run_engine
 from tests.integration.test_engine_seed import PAST_SECOND_TXN, resolved, seed_records
 from tests.kafka_fixtures import new_topic
@@ -106,11 +106,11 @@ def test_a_run_reads_each_tables_log_once_and_appends_fresh_inserts(spark: Any, 
     steps know it); tables whose step holds only new keys are appended, the rest merged, and the
     result is exact across DDL steps."""
     from replicator.delta.session import DeltaSession
-    from replicator.delta.warehouse import Warehouse
     from replicator.engine.pipeline import Engine, RunOptions
     from replicator.sim.simcheck import compare_tables, read_warehouse
     from replicator.sim.simulate import SimConfig, Simulation, write_archive
     from replicator.sources.archive import ArchiveSource
+    from replicator.warehouse import Warehouse
 
     sim = Simulation(SimConfig(protocol="craft", seed=11, events=600, partitions=2, tables=3,
                                ddl=["add_column", "rename_table", "truncate"]))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.warehouse import Warehouse
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import open_frame, produce, read_table, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.support.cli import run_replicator

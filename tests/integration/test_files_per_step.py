@@ -15,10 +15,10 @@ import pytest
 
 from replicator.codec import codec_for
 from replicator.delta import rowcount
-from replicator.delta.warehouse import Warehouse
 from replicator.delta.writer import delta_ref
 from replicator.engine import applier, compaction
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, read_table, run_engine
 from tests.kafka_fixtures import new_topic
 

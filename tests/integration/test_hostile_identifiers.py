@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from replicator.codec import open_protocol
-from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
 

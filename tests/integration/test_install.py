@@ -30,13 +30,13 @@ from typing import Any
 import pytest
 
 from replicator.delta.explore import open_warehouse
-from replicator.delta.warehouse import Warehouse
 from replicator.runtime import jars
 from replicator.shards import ShardSpec
 from replicator.sim.localkafka.process import free_ports, pid_alive
 from replicator.sim.localspark import ClusterHandle, master_state, start, stop
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
 from tests.support.cli import kill_group, tail

@@ -22,12 +22,12 @@ from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.codec.open_protocol import decode, encode_rows
 from replicator.codec.values import DecodeOptions
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.warehouse import Warehouse
 from replicator.errors import ClaimCheckError
 from replicator.events import Column, Flag, Op, Position, RowChange, TypeCode
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation, produce
 from replicator.sources.claimcheck import ClaimChecks
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import open_frame, run_engine
 from tests.integration.helpers import produce as produce_raw
 from tests.kafka_fixtures import new_topic

@@ -16,8 +16,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from replicator.delta.rowcount import log_version, read_snapshot
-from replicator.delta.warehouse import Warehouse
 from replicator.views.listing import list_tables
+from replicator.warehouse import Warehouse
 from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.integration

@@ -22,11 +22,11 @@ import pytest
 
 from replicator.delta.explore import open_warehouse
 from replicator.delta.rowcount import file_bytes, read_snapshot
-from replicator.delta.warehouse import Warehouse
 from replicator.sim.simcheck import check_warehouse, read_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.storage import fileio_for
 from replicator.storage.steplog import SEGMENT_RECORDS
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.s3_fixtures import S3Server

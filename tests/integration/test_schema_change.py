@@ -18,8 +18,8 @@ import pytest
 
 from replicator.cli import main as cli_main
 from replicator.delta.ddl.alter import REWRITE_CHURN
-from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, Flag, Op, TypeCode
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, run_engine
 from tests.integration.test_ddl_stream import Stream
 from tests.kafka_fixtures import new_topic
@@ -254,9 +254,9 @@ def test_forced_choices_and_a_type_change_widening_does_not_cover(spark: Any, tm
     from replicator.changes import Change
     from replicator.delta import features
     from replicator.delta.ddl import DdlApplier
-    from replicator.delta.warehouse import State
     from replicator.delta.writer import TableWriter
     from replicator.events import DdlEvent
+    from replicator.warehouse import State
 
     delta = TableWriter(spark)
     ddl = DdlApplier(delta, Warehouse(tmp_path / "wh"))

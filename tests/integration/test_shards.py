@@ -17,7 +17,6 @@ import pytest
 from replicator.cli import main
 from replicator.delta.explore import open_warehouse
 from replicator.delta.shardview import ShardedView
-from replicator.delta.warehouse import Warehouse
 from replicator.engine.sharding import ShardFilter
 from replicator.errors import ConfigError
 from replicator.events import TP, Event, Resolved
@@ -27,6 +26,7 @@ from replicator.sim.simcheck import check_warehouse, compare_tables, read_delta_
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.views.listing import list_tables
 from replicator.views.status import warehouse_status
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import size

@@ -13,12 +13,12 @@ import pytest
 from replicator.codec import codec_for, simple
 from replicator.codec.checksum import ChecksumError
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.warehouse import Warehouse
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables, read_warehouse
 from replicator.sim.sinks import produce as produce_sim
 from replicator.sim.stream import Simulation
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, read_table, run_engine
 from tests.kafka_fixtures import new_topic
 

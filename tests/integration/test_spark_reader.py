@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.warehouse import Warehouse
 from replicator.delta.writer import delta_ref
 from replicator.errors import DecodeError
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.support.waiting import Deadline, poll_until

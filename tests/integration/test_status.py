@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from replicator.cli import main
-from replicator.delta.warehouse import Warehouse
 from replicator.sim.simulate import SimConfig, Simulation
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
 from tests.support.cli import kill_group, start_replicator, tail

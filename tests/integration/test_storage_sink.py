@@ -71,7 +71,7 @@ def test_csv_changefeed_follower_then_catch_up(spark: Any, tmp_path: Path) -> No
     assert final.watermark == sim.expected.watermark
     assert compare_tables(sim.expected, read_warehouse(spark, wh)) == []
     # the streams of older table versions, read and applied to their end, left state.json
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     progress = Warehouse(wh).load_state().progress
     assert progress.ended_versions
@@ -91,7 +91,7 @@ def test_canal_json_changefeed_in_s3(s3_store: S3Server, spark: Any, tmp_path: P
 
 def test_a_bad_record_is_a_dead_letter_naming_its_stream_and_line(spark: Any, tmp_path: Path) -> None:
     from replicator.delta.deadletter import read_dead_letters
-    from replicator.delta.warehouse import Warehouse
+    from replicator.warehouse import Warehouse
 
     sink = tmp_path / "sink"
     write_storage_sink(Simulation(SimConfig(protocol="open", events=30, seed=2, tables=2, ddl="none")), str(sink))

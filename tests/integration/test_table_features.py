@@ -18,11 +18,11 @@ from replicator.changes import Change
 from replicator.cli import main as cli_main
 from replicator.delta import features
 from replicator.delta.ddl import DdlApplier
-from replicator.delta.warehouse import State, Warehouse
 from replicator.delta.writer import TableWriter
 from replicator.events import DdlEvent
 from replicator.sim.simcheck import ActualTable, check_warehouse, compare_tables, read_warehouse, spark_value_to_json
 from replicator.sim.simulate import SimConfig, Simulation, produce
+from replicator.warehouse import State, Warehouse
 from tests.integration.helpers import run_engine
 from tests.kafka_fixtures import new_topic
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.sinks import produce_topics
 from replicator.sim.topics import TopicDispatch
 from replicator.sources.kafka import KafkaSettings, KafkaSource
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import Background
 from tests.support.waiting import poll_until
 from tests.support.warehouse import applied_ts

@@ -19,9 +19,9 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from replicator.delta.warehouse import Warehouse
 from replicator.events import DdlEvent, Event, Resolved, RowChange
 from replicator.sim import localkafka
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import encode_partition
 from tests.streamgen import SCHEMA, Stream
 from tests.support.cli import start_replicator

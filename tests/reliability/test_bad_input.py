@@ -21,9 +21,9 @@ from kafka import KafkaProducer
 
 from replicator.codec import craft, open_protocol
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.warehouse import Warehouse
 from replicator.errors import DdlError, DecodeError, SchemaError
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import encode_partition, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import assert_model_state, size

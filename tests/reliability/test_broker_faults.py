@@ -14,11 +14,11 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewPartitions
 
-from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions
 from replicator.errors import KafkaSourceError
 from replicator.events import TP
 from replicator.sources.kafka import KafkaSettings, KafkaSource
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import Background, produce_stream, run_engine
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import (

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.warehouse import Warehouse
 from replicator.delta.writer import TableWriter, is_conflict
 from replicator.engine.pipeline import Engine, RunOptions
 from replicator.mysql.tokens import quote_ident
 from replicator.sources.kafka import KafkaSettings, KafkaSource
+from replicator.warehouse import Warehouse
 from tests.integration.concurrency import CommitDuringScan
 from tests.integration.helpers import produce_stream
 from tests.kafka_fixtures import new_topic

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.warehouse import State, Warehouse
 from replicator.errors import LeaseLostError
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.storage import fileio_for
+from replicator.warehouse import State, Warehouse
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import size

@@ -15,13 +15,13 @@ import pytest
 
 from replicator.codec import codec_for
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.warehouse import Warehouse, table_uid
 from replicator.delta.writer import TableWriter
 from replicator.events import Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.sinks import produce_topics
 from replicator.sim.topics import TopicDispatch
+from replicator.warehouse import Warehouse, table_uid
 from tests.integration.helpers import produce, produce_stream, run_engine
 from tests.integration.test_topics import LAYOUT_DDL
 from tests.kafka_fixtures import new_topic

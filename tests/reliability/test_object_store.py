@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from replicator.delta.warehouse import Warehouse
 from replicator.sim.simcheck import check_warehouse
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.storage import fileio_for
 from replicator.storage.lease import Holder
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import size
@@ -231,7 +231,7 @@ Python form, OPTIMIZE and VACUUM of every replicated table in a loop until told 
 import json, sys, time
 from pathlib import Path
 
-from replicator.delta.warehouse import Warehouse
+from replicator.warehouse import Warehouse
 
 ns = {}
 exec(Path(sys.argv[1]).read_text(), ns)  # noqa: S102 (the snippet `replicator spark-conf` printed)

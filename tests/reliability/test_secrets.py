@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from replicator.delta.deadletter import read_dead_letters
-from replicator.delta.warehouse import Warehouse
 from replicator.sim import localkafka
+from replicator.warehouse import Warehouse
 from tests.integration.helpers import produce, produce_stream
 from tests.kafka_fixtures import new_topic
 from tests.reliability.common import assert_model_state

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from replicator.delta.warehouse import Warehouse
 from replicator.shards import ShardSpec
+from replicator.warehouse import Warehouse
 
 
 def applied_ts(warehouse: Path | str, shard: ShardSpec | None = None) -> int:

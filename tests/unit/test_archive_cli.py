@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from replicator.cli import main
-from replicator.delta.warehouse import Warehouse
 from replicator.engine.pipeline import Engine, RunOptions
 from replicator.errors import FrameError
 from replicator.formats.archive import list_archive_files
 from replicator.formats.inspect import inspect
 from replicator.sources.archive import ArchiveSource
+from replicator.warehouse import Warehouse
 from tests.support.warehouse import applied_ts
 
 

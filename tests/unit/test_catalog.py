@@ -12,11 +12,11 @@ import pytest
 from replicator.cli.run import catalog_config
 from replicator.cli.settings import ReplicatorSettings
 from replicator.delta.catalog import CatalogConfig, _location, check_uri, uri_from_spark_conf
-from replicator.delta.warehouse import State
 from replicator.errors import ConfigError
 from replicator.runtime.spark import session_conf
 from replicator.sim.localcatalog import thrift_answers
 from replicator.sim.localkafka.process import free_ports
+from replicator.warehouse import State
 
 
 def test_names_are_prefixed_lower_cased_and_refused_when_hive_cannot_hold_them() -> None:

@@ -21,13 +21,13 @@ from replicator.delta.ddl import (
 from replicator.delta.ddl.defaults import backfill_literal, delta_default
 from replicator.delta.ddl.partitions import partition_predicate
 from replicator.delta.ddl.widening import can_widen, cast_expr
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import DdlError
 from replicator.events import Column, DdlEvent, Flag, Op, Position, RowChange
 from replicator.mysql.partitions import PartitionOp, parse_partition_op, parse_partitioning, split_partition_clause
 from replicator.mysql.statements import RecoverStmt, parse_add_column_list, parse_recover, parse_rename_tables
 from replicator.mysql.tokens import sanitize
 from replicator.tables import ColumnSpec, TableSpec
+from replicator.warehouse import State, TableEntry, Warehouse
 
 DDL_DOC = Path(__file__).resolve().parents[2] / "docs" / "ddl.md"
 

@@ -13,10 +13,10 @@ import pytest
 from replicator.binlog_apply import BinlogState, ColumnInfo, Position, TableInfo, save_state
 from replicator.delta.session import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaSession, is_conflict
 from replicator.delta.typemap import spec_from_create
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.errors import ConfigError
 from replicator.storage.local import atomic_write
 from replicator.views.listing import list_tables
+from replicator.warehouse import State, TableEntry, Warehouse
 
 
 class Conf:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from replicator.delta.warehouse import Warehouse
 from replicator.errors import ConfigError
 from replicator.runtime import jvm_archive
 from replicator.runtime import spark as sparkmod
+from replicator.warehouse import Warehouse
 
 
 @pytest.fixture(autouse=True)

@@ -15,13 +15,13 @@ from typing import Any, cast
 
 import pytest
 
-from replicator.delta.binlog_state import STATE_FILE, load_state, state_bytes
 from replicator.delta.session import DeltaSession
-from replicator.delta.warehouse import State, Warehouse
 from replicator.errors import LeaseLostError
 from replicator.storage.fenced import FencedWriter, file_epoch
 from replicator.storage.lease import Holder, Lease, boot_id, pid_namespace, process_start
 from replicator.storage.local import LocalFileIO
+from replicator.warehouse import State, Warehouse
+from replicator.warehouse.binlog_state import STATE_FILE, load_state, state_bytes
 
 
 class _Held:

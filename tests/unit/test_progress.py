@@ -8,10 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
-from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.window import Windower
 from replicator.events import TP, DdlEvent, Resolved
 from replicator.progress import Cursor, Progress
+from replicator.warehouse import State, Warehouse
 
 DATA = Path(__file__).parent / "data"
 

@@ -12,13 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replicator.cli.settings import load_settings
-from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.filtering import FilterCounts
 from replicator.engine.sharding import ShardFilter
 from replicator.engine.window import Step
 from replicator.errors import ConfigError, StateError
 from replicator.events import TP, Column, DdlEvent, Op, Resolved, RowChange
 from replicator.shards import Identities, ShardSpec, table_shard
+from replicator.warehouse import State, Warehouse
 
 P0, P1 = TP("t", 0), TP("t", 1)
 

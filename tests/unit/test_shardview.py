@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from replicator.delta.shardview import ShardedView, table_versions_at
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.progress import Progress
 from replicator.shards import ShardSpec
 from replicator.views.listing import list_tables
 from replicator.views.status import warehouse_status
+from replicator.warehouse import State, TableEntry, Warehouse
 
 
 def _entry(uid: str, table: str, created: int = 1, dropped: int | None = None) -> TableEntry:

@@ -386,7 +386,7 @@ def test_cli_simulates_and_decodes_simple(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_schemas_kept_in_state_json_let_a_restart_decode_rows_whose_bootstrap_lies_behind_it() -> None:
-    from replicator.delta.warehouse import State
+    from replicator.warehouse import State
 
     opts, state = decoder()
     simple.decode(None, BOOT, options=opts)

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from replicator.delta.warehouse import State, Warehouse
 from replicator.engine.context import RunContext
 from replicator.engine.pipeline import RunOptions, RunSummary, WarehouseApplier
 from replicator.engine.spark_edge import SparkEdge
 from replicator.metrics import Metrics
+from replicator.warehouse import State, Warehouse
 
 
 class SlowSpark:

@@ -20,13 +20,13 @@ import pytest
 from replicator.cli import main
 from replicator.cli.common import age_text, maintained_text
 from replicator.delta.rowcount import log_version, read_snapshot
-from replicator.delta.warehouse import State, TableEntry, Warehouse
 from replicator.events import tso_from_datetime
 from replicator.progress import Progress
 from replicator.storage import fileio_for
 from replicator.storage.lease import Holder
 from replicator.storage.steplog import StepLog
 from replicator.views.status import dead_letter_reason, lease_view, step_outcome, warehouse_status, watermark_age_s
+from replicator.warehouse import State, TableEntry, Warehouse
 
 NOW = dt.datetime(2026, 11, 25, 12, 0, 0, tzinfo=dt.UTC)
 WATERMARK = tso_from_datetime(NOW - dt.timedelta(seconds=30), logical=7)

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from replicator.delta.explore import Explorer
 from replicator.delta.shardview import Shard, earliest_readable
-from replicator.delta.warehouse import State, Warehouse
 from replicator.progress import Progress
 from replicator.storage import steplog
 from replicator.storage.local import LocalFileIO
 from replicator.storage.steplog import ROLLUP, StepLog, fold
+from replicator.warehouse import State, Warehouse
 
 T0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 SEGMENT_RECORDS = 16  # small segments: the same shapes, fewer writes

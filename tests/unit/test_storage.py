@@ -15,7 +15,6 @@ from unittest import mock
 
 import pytest
 
-from replicator.delta.warehouse import Warehouse
 from replicator.errors import LeaseLostError, StateError
 from replicator.storage import Location, as_location, fileio_for, is_url, normalise_root
 from replicator.storage.fileio import Versioned
@@ -23,6 +22,7 @@ from replicator.storage.lease import Holder, Lease, boot_id, pid_namespace, proc
 from replicator.storage.local import LocalFileIO
 from replicator.storage.local import _etag as _local_etag
 from replicator.storage.steplog import SEGMENT_RECORDS, StepLog
+from replicator.warehouse import Warehouse
 from tests.support.waiting import poll_until
 
 

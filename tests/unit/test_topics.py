@@ -16,7 +16,6 @@ from replicator.cli.common import settings_from
 from replicator.codec import codec_for
 from replicator.codec.values import DecodeOptions
 from replicator.delta.ddl.scope import ddl_scope
-from replicator.delta.warehouse import State
 from replicator.engine.window import Windower, tables_gone
 from replicator.errors import ConfigError
 from replicator.events import TP, Column, DdlEvent, Flag, Op, Position, Resolved, RowChange, TypeCode
@@ -25,6 +24,7 @@ from replicator.sim.simcheck import compare_tables
 from replicator.sim.simulate import SimConfig, Simulation
 from replicator.sim.topics import TopicDispatch, topic_for
 from replicator.sources.kafka import KafkaSettings, parse_offsets
+from replicator.warehouse import State
 from tests.unit.test_simulate import MemoryWarehouse
 
 

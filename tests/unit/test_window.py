@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from replicator.changes import collapse
 from replicator.delta.ddl.scope import ddl_scope
-from replicator.delta.warehouse import State
 from replicator.engine.plan import Segment, plan_step
 from replicator.engine.schedule import InlineExecutor, run_plan
 from replicator.engine.window import Cursor, Step, Windower
 from replicator.events import TP, Column, DdlEvent, Flag, Op, Resolved, RowChange, TypeCode
+from replicator.warehouse import State
 from tests.streamgen import generate, interleave
 
 

@@ -25,7 +25,6 @@ from replicator.delta.ddl.widening import can_widen, cast_expr, norm_type
 from replicator.delta.rowcount import Inexact, live_bytes
 from replicator.delta.session import as_storage_error
 from replicator.delta.typemap import column_from_def, parse_sql, quote_string
-from replicator.delta.warehouse import State, TableEntry
 from replicator.delta.writer import column_ddl, delta_ref, is_conflict
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, tso_to_datetime
@@ -33,6 +32,7 @@ from replicator.faults import fault_point
 from replicator.mysql.statements import parse_add_column_list
 from replicator.mysql.tokens import quote_ident, sanitize
 from replicator.tables import ColumnSpec, TableSpec
+from replicator.warehouse import State, TableEntry
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField

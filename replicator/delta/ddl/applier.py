@@ -18,9 +18,9 @@ from __future__ import annotations
 from replicator.delta.ddl.base import DdlOutcome, _context
 from replicator.delta.ddl.ops import DdlOps
 from replicator.delta.ddl.rules import DDL_TYPES
-from replicator.delta.warehouse import State, TableEntry
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent
+from replicator.warehouse import State, TableEntry
 
 _ADDS_ONLY = frozenset({DdlCode.CREATE_SCHEMA, DdlCode.CREATE_TABLE})
 """Codes whose handlers add catalog entries and change no existing one."""

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sqlglot import exp
 
-from replicator.delta.warehouse import State, TableEntry
 from replicator.errors import DdlError
 from replicator.events import DdlEvent
 from replicator.tables import ColumnSpec, TableSpec
+from replicator.warehouse import State, TableEntry
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from replicator.delta import features
 from replicator.delta.ddl.widening import norm_type
 from replicator.delta.typemap import quote_string
-from replicator.delta.warehouse import Warehouse
 from replicator.delta.writer import TableWriter, delta_ref
 from replicator.events import DdlEvent
 from replicator.faults import fault_point
+from replicator.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField

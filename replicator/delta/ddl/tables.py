@@ -18,7 +18,6 @@ from replicator.delta.ddl.base import (
 )
 from replicator.delta.ddl.partitions import partition_predicate
 from replicator.delta.typemap import parse_sql, spec_from_create
-from replicator.delta.warehouse import State, TableEntry, table_uid
 from replicator.delta.writer import delta_ref
 from replicator.errors import DdlError
 from replicator.events import DdlEvent, RowChange
@@ -26,6 +25,7 @@ from replicator.mysql.partitions import add_partitions, parse_partition_op, pars
 from replicator.mysql.statements import Name, parse_recover, parse_renames
 from replicator.mysql.tokens import sanitize
 from replicator.tables import TableSpec
+from replicator.warehouse import State, TableEntry, table_uid
 
 if TYPE_CHECKING:
     from replicator.delta.ddl.ops import DdlOps

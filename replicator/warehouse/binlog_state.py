@@ -1,7 +1,7 @@
 """Durable progress and catalog of a binlog apply: ``<warehouse>/_replicator/binlog.json``.
 
-Written by the binlog applier (``replicator.binlog_apply``); it lives in delta/, beside the
-Kafka run's state file (warehouse.py), because the warehouse's table listing (listing.py) reads
+Written by the binlog applier (``replicator.binlog_apply``); it lives in warehouse/, beside the
+Kafka run's state file (store.py), because the warehouse's table listing (listing.py) reads
 both catalogs and sits below the applier."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from replicator.delta.warehouse import read_state_file
 from replicator.errors import StateError
 from replicator.mysql.tokens import quote_ident
 from replicator.storage import Location, as_location
+from replicator.warehouse.store import read_state_file
 
 STATE_FORMAT = 1
 STATE_FILE = "binlog.json"
