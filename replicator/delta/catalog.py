@@ -113,7 +113,8 @@ class CatalogSync:
     whose catalog is that metastore)."""
 
     def __init__(self, spark: SparkSession, config: CatalogConfig, warehouse_root: str, *,
-                 sharded: bool = False, epoch: Callable[[], int] | None = None, lease: str = "") -> None:
+                 sharded: bool = False, epoch: Callable[[], int] | None = None, lease: str = "",
+                 holds_lease: Callable[[], bool] | None = None) -> None:
         self.spark = spark
         self.config = config
         self.sharded = sharded
@@ -121,6 +122,9 @@ class CatalogSync:
         # The property a database's epoch is kept in: one per lease, as shards and other warehouses
         # registering into the same database have epochs of their own.
         self.epoch_key = "replicator-epoch-" + hashlib.sha1(lease.encode()).hexdigest()[:12]
+        # Whether the lease file still holds this run's take: a newer stamp while it does was left
+        # by an earlier lease file at this path (a warehouse deleted and made again), not a holder.
+        self.holds_lease = holds_lease
         self.tables_root = _location(warehouse_root) + "/tables/"
         self._synced_at = 0.0
         self._skipped: set[tuple[str, str]] = set()
@@ -181,6 +185,11 @@ class CatalogSync:
         if not mine or db in stamped:
             return
         theirs = self.epoch_of(db)
+        if theirs > mine and self.holds_lease is not None and self.holds_lease():
+            log.warning("the catalog's database %s carries lease epoch %d of a warehouse at this path, this run's "
+                        "is %d and the lease is still this run's: the warehouse was made again; its stamp is replaced",
+                        db, theirs, mine)
+            theirs = 0
         if theirs > mine:
             raise LeaseLostError(
                 f"the catalog's database {db} was last changed under lease epoch {theirs} of this warehouse, this "

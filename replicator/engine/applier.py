@@ -102,8 +102,12 @@ class WarehouseApplier:
 
             self._catalog = CatalogSync(self.delta.spark, self.catalog_config, self.warehouse.root,
                                         sharded=self.warehouse.shard is not None, epoch=self.warehouse.epoch,
-                                        lease=self.warehouse.lease_path.path)
+                                        lease=self.warehouse.lease_path.path, holds_lease=self._holds_lease)
         return self._catalog
+
+    def _holds_lease(self) -> bool:
+        lease = self.warehouse.lease
+        return lease is not None and lease.holds_record()
 
     def sync_catalog_once(self) -> None:
         """Check every registration once a run (before its first step, or at its end when it had

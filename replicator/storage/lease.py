@@ -357,6 +357,11 @@ class Lease:
             return None
         return current.etag if (record.holder, record.epoch) == (self.me.holder, self.me.epoch) else None
 
+    def holds_record(self) -> bool:
+        """Whether the lease file still holds this holder's take (a read of the store): what a
+        stamp of a newer epoch elsewhere is checked against (delta/catalog.py)."""
+        return self._still_mine() is not None
+
     def is_lost(self) -> bool:
         """Lost, or past its monotonic deadline (without raising: for a failure's explanation)."""
         with self._lock:

@@ -211,6 +211,18 @@ def test_catalog_follows_create_rename_drop_recover_and_serves_another_process(
         assert f"{prefix}shop.goods" not in reader.ask(f"look {prefix}")["tables"], "the stale sync changed nothing"
         assert reader.ask("sync 2") == {"changes": [f"registered {prefix}shop.goods"]}
         assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
+
+        # The lease file made again (a warehouse deleted and made again at this path): the next
+        # take is epoch 1, under the catalog's 2, while the lease file is that run's own. The stamp
+        # is then an earlier lease's, not a newer holder's: replaced, and the run goes on.
+        (wh / "_replicator" / "lease.json").unlink()
+        assert reader.ask(f"drop `{prefix}shop`.`goods`") == {"dropped": f"`{prefix}shop`.`goods`"}
+        with open(log, "ab") as err:
+            remade = subprocess.run([*again, "--until-caught-up"], stdout=subprocess.DEVNULL, stderr=err,
+                                    env=cli_env(), timeout=300, check=False)
+        assert remade.returncode == 0, tail(log)
+        assert reader.ask(f"epoch {prefix}shop") == {"epoch": 1}
+        assert reader.ask(f"look {prefix}") == expected(st.model, prefix)
     finally:
         if reader is not None:
             reader.close()
