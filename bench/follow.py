@@ -19,7 +19,8 @@ thousands of small steps quickly and measures the warehouse they leave:
   step starts) and the next one's: a step's whole cycle (read, apply, commit, state saved). The
   first `WARM_UP_STEPS` are left out (the JVM's start, the tables' CREATEs; a quarter of a shorter
   run); then the first and the last `follow_window` steps (at most a third of the rest each):
-  median and mean, last ÷ first.
+  median and mean, last ÷ first; and the same over the steps of the most frequent composition
+  (which tables each step appended to or MERGEd into), like for like: the target's figure.
 - **Per table, from the Delta log and a listing of the table's directory** (no Spark, any store):
   commits, live data files and bytes (the snapshot, `replicator.delta.rowcount.read_snapshot`),
   data files on disk (live + replaced by MERGEs, not vacuumed), change-data files
@@ -156,15 +157,17 @@ def warm_up_steps(steps: int) -> int:
     return WARM_UP_STEPS if steps >= 4 * WARM_UP_STEPS else max(1, steps // 4)
 
 
-def step_cycles(records: list[dict[str, Any]], window: int) -> dict[str, Any]:
-    """Step times from the step log: each step's ``recorded_at`` to the next one's, the first
-    `warm_up_steps` left out; the first and last `window` steps (at most a third of the rest each)."""
-    starts = [dt.datetime.fromisoformat(r["recorded_at"]).timestamp()
-              for r in sorted(records, key=lambda r: int(r["step"]))]
-    warm_up = warm_up_steps(len(records))
-    cycles = [b - a for a, b in itertools.pairwise(starts)][warm_up:]
+def composition(record: dict[str, Any]) -> str:
+    """What a step wrote, per table: "append", "merge" or "none" (DDL only), table uids sorted: steps
+    of one composition do the same work, so only they compare like with like."""
+    tables = record.get("tables", {})
+    return ",".join(f"{uid}:{tables[uid].get('write', 'none')}" for uid in sorted(tables)) or "-"
+
+
+def _windows(cycles: list[float], window: int) -> dict[str, Any]:
+    """Medians and means of the first and last `window` of `cycles` (at most a third each), last ÷ first."""
     n = min(window, len(cycles) // 3)
-    out: dict[str, Any] = {"steps": len(records), "warm_up": warm_up, "measured": len(cycles), "window": n}
+    out: dict[str, Any] = {"measured": len(cycles), "window": n}
     if n < 1:
         return out
     first, last = cycles[:n], cycles[-n:]
@@ -173,6 +176,26 @@ def step_cycles(records: list[dict[str, Any]], window: int) -> dict[str, Any]:
                all_median_s=statistics.median(cycles))
     out["ratio_median"] = out["last_median_s"] / out["first_median_s"] if out["first_median_s"] else 0.0
     out["ratio_mean"] = out["last_mean_s"] / out["first_mean_s"] if out["first_mean_s"] else 0.0
+    return out
+
+
+def step_cycles(records: list[dict[str, Any]], window: int) -> dict[str, Any]:
+    """Step times from the step log: each step's ``recorded_at`` to the next one's, the first
+    `warm_up_steps` left out; the first and last `window` steps (at most a third of the rest each).
+
+    ``like``: the same over the steps of the most frequent composition only (`composition`). A
+    stream whose tables start at different times makes its first steps cheaper than its last (an
+    append-only step against an append-and-MERGE one), which the plain figure counts as growth."""
+    ordered = sorted(records, key=lambda r: int(r["step"]))
+    starts = [dt.datetime.fromisoformat(r["recorded_at"]).timestamp() for r in ordered]
+    warm_up = warm_up_steps(len(records))
+    cycles = [b - a for a, b in itertools.pairwise(starts)][warm_up:]
+    kinds = [composition(r) for r in ordered[warm_up:len(starts) - 1]]
+    out: dict[str, Any] = {"steps": len(records), "warm_up": warm_up, **_windows(cycles, window)}
+    if kinds:
+        common = max(set(kinds), key=kinds.count)
+        same = [c for c, k in zip(cycles, kinds, strict=True) if k == common]
+        out["like"] = {"composition": common, **_windows(same, window)}
     return out
 
 
@@ -351,7 +374,14 @@ def follow_targets(res: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     out: list[tuple[str, str, bool | None]] = []
     for target, fig in res["targets"].items():
         st = fig.get("step_time", {})
-        if "ratio_median" in st:
+        like = st.get("like", {})
+        if "ratio_median" in like:
+            out.append((f"follow, {target}: the last {like['window']} steps <= {STEP_RATIO_TARGET:g}x the first, "
+                        f"like for like ({like['measured']} of {st['steps']} steps wrote the same tables alike)",
+                        f"{like['ratio_median']:.2f}x ({like['first_median_s']:.2f} s -> "
+                        f"{like['last_median_s']:.2f} s; all steps {st.get('ratio_median', 0.0):.2f}x)",
+                        like["ratio_median"] <= STEP_RATIO_TARGET))
+        elif "ratio_median" in st:
             out.append((f"follow, {target}: the last {st['window']} steps <= {STEP_RATIO_TARGET:g}x the first "
                         f"({st['steps']} steps)",
                         f"{st['ratio_median']:.2f}x ({st['first_median_s']:.2f} s -> {st['last_median_s']:.2f} s)",
@@ -420,22 +450,28 @@ def render_markdown(res: dict[str, Any]) -> str:
         "step's `recorded_at` to the next's (read + apply + commit + state), the first "
         f"{res['warm_up_steps']} steps (a quarter of a shorter run) left out; first / last: the first and "
         f"last {res['window']} steps (at most "
-        "a third of the rest each), medians. Reads: a full read (Spark: count + XOR of xxhash64 of every column; "
+        "a third of the rest each), medians; like for like: the same over the steps that wrote the same tables "
+        "the same way (append or MERGE) as most steps did. Reads: a full read (Spark: count + XOR of xxhash64 "
+        "of every column; "
         "deltalake: `to_pyarrow_table()`), best of the repeats, then `OPTIMIZE` (the bench's session) and the same "
         "reads; ratio: before ÷ after.",
         "",
         "| warehouse | steps | wall | load 1 min, start → end | step first → last (median) | last ÷ first | "
-        "compaction (tables, s, share) | step log | records | `windows()` | state.json | verified |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "like for like: steps, first → last, ÷ | compaction (tables, s, share) | step log | records | "
+        "`windows()` | state.json | verified |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for target, fig in res["targets"].items():
         st, rec = fig.get("step_time", {}), fig.get("records", {})
         steps = f"{st['first_median_s']:.2f} s → {st['last_median_s']:.2f} s" if "ratio_median" in st else "–"
         ratio = f"**{st['ratio_median']:.2f}x**" if "ratio_median" in st else "–"
+        like = st.get("like", {})
+        same = (f"{like['measured']:,}, {like['first_median_s']:.2f} s → {like['last_median_s']:.2f} s, "
+                f"**{like['ratio_median']:.2f}x**" if "ratio_median" in like else "–")
         verified = "not checked" if "verified" not in fig else ("yes" if fig["verified"] else "NO")
         lines.append(f"| {target} | {st.get('steps', fig['run']['summary'].get('steps', 0)):,} | "
                      f"{fig['run']['wall_s']:.0f} s | {fig['run'].get('load_start', 0.0):.1f} → "
-                     f"{fig['run'].get('load_end', 0.0):.1f} | {steps} | {ratio} | {_compaction(fig)} | "
+                     f"{fig['run'].get('load_end', 0.0):.1f} | {steps} | {ratio} | {same} | {_compaction(fig)} | "
                      f"{_kib(rec.get('steplog_bytes', 0))} "
                      f"({rec.get('steplog_files', 0)} files) | {rec.get('steplog_records', 0):,} | "
                      f"{rec.get('steplog_read_s', 0.0) * 1000:.0f} ms | {rec.get('state_bytes', 0):,} B | "
