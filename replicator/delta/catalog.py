@@ -259,9 +259,13 @@ class CatalogSync:
                 registered.discard(table)
             if db in live_dbs:
                 if not registered and not self._call(f"look up database {db}", self._external().databaseExists, db):
-                    self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}")
+                    mine = self.epoch()
+                    props = (f" WITH DBPROPERTIES ({_sql_string(self.epoch_key)} = {_sql_string(str(mine))})"
+                             if mine else "")
+                    self._sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(db)}{props}")  # stamped as it is made
                     changes.append(f"created database {db}")
-                    stamped[db] = 0  # new: nobody's epoch yet
+                    # ours from its first statement (if another holder made it meanwhile, the next sync checks)
+                    stamped[db] = mine
                 for (ldb, table), entry in sorted(live.items()):
                     if ldb == db and table not in registered:
                         self._guard(db, stamped)
