@@ -182,7 +182,7 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.follow_s3_steps = a.follow_s3_steps if a.follow_s3_steps is not None else (40 if a.quick else 80)
     cfg.follow_rows_per_step, cfg.follow_tables, cfg.follow_window = (a.follow_rows_per_step, a.follow_tables,
                                                                       a.follow_window)
-    cfg.follow_read_repeat = 1 if a.quick else 3
+    cfg.follow_read_repeat = 1 if a.quick else 5
     cfg.follow_baseline = a.follow_baseline
     if (min(cfg.follow_steps, cfg.follow_rows_per_step, cfg.follow_tables, cfg.follow_window) < 1
             or cfg.follow_s3_steps < 0):

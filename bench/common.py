@@ -125,7 +125,7 @@ class BenchConfig:
     follow_rows_per_step: int = 40
     follow_tables: int = 2
     follow_window: int = 100
-    follow_read_repeat: int = 3
+    follow_read_repeat: int = 5
     # the local run without compaction beside the compacting one (off: only the compacting runs, for
     # a long follow that would otherwise take twice the hours)
     follow_baseline: bool = True

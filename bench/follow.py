@@ -28,9 +28,11 @@ thousands of small steps quickly and measures the warehouse they leave:
   bytes.
 - **Reads**: a full read of each table, in the bench's Spark session (count and the XOR of an
   `xxhash64` of every column), and with deltalake (`DeltaTable(...).to_pyarrow_table()`, its
-  rows), each the first and the best of `follow_read_repeat`; then a manual ``OPTIMIZE`` of the
-  table (timed, the bench's session: `replicator.runtime.spark`), and the same reads again. After:
-  ÷ before.
+  rows). A byte copy of the table gets a manual ``OPTIMIZE`` (timed, the bench's session:
+  `replicator.runtime.spark`); then the table and the copy, each at its latest version, are read
+  in turns, ABBA, `follow_read_repeat` times each, and the best of each compared: before ÷ after.
+  Reading the table before its OPTIMIZE and after it timed the warming JVM too, and reading the
+  version before it (`versionAsOf`) timed rebuilding an old snapshot.
 - **The replicator's own records**: the step log's bytes (one file locally, segments on an object
   store) and records, the time `Warehouse.windows()` takes to read them all, state.json's bytes.
 
@@ -46,6 +48,7 @@ import datetime as dt
 import gc
 import itertools
 import os
+import shutil
 import statistics
 import time
 import uuid
@@ -84,7 +87,8 @@ def subprocess_runner(cfg: BenchConfig) -> FollowRunner:
     def run(bootstrap: str, topic: str, protocol: str, warehouse: str, max_buffer_rows: int, workdir: Path,
             server: S3Target | None, compaction: bool) -> dict[str, Any]:
         tag = "-" + warehouse.rstrip("/").rsplit("/", 1)[-1]
-        extra = [*run_args(cfg), "--compaction" if compaction else "--no-compaction"]
+        # --spill-rows 0: each full buffer is a step, as a follower's interval makes one
+        extra = [*run_args(cfg), "--compaction" if compaction else "--no-compaction", "--spill-rows", "0"]
         return run_replicator(bootstrap, topic, protocol, warehouse, max_buffer_rows, workdir, extra=extra,
                               env=server.env() if server is not None else None, log_tag=tag)
 
@@ -262,7 +266,24 @@ def _timed(fn: Callable[[], Any], repeat: int) -> dict[str, Any]:
     return {"first_s": times[0], "best_s": min(times), "value": value}
 
 
-def spark_read(spark: SparkSession, path: str, repeat: int) -> dict[str, Any]:
+def _alternated(first: Callable[[], Any], second: Callable[[], Any],
+                repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both reads timed in turns, ABBA (first, second, second, first, ...): a JVM that warms up or
+    a machine that slows down during the reads weighs on both alike, which reading one version
+    `repeat` times and then the other does not."""
+    times: tuple[list[float], list[float]] = ([], [])
+    values: list[Any] = [None, None]
+    fns = (first, second)
+    for i in range(max(repeat, 1)):
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            t0 = time.perf_counter()
+            values[k] = fns[k]()
+            times[k].append(time.perf_counter() - t0)
+    a, b = ({"first_s": t[0], "best_s": min(t), "value": v} for t, v in zip(times, values, strict=True))
+    return a, b
+
+
+def spark_reader(spark: SparkSession, path: str) -> Callable[[], list[Any]]:
     """A full read of the table: count and the XOR of an xxhash64 of every column (order-free)."""
     from pyspark.sql import functions as F
 
@@ -271,10 +292,10 @@ def spark_read(spark: SparkSession, path: str, repeat: int) -> dict[str, Any]:
         row = df.agg(F.count(F.lit(1)).alias("n"), F.bit_xor(F.xxhash64(*df.columns)).alias("h")).collect()[0]
         return [int(row["n"]), int(row["h"] or 0)]
 
-    return _timed(read, repeat)
+    return read
 
 
-def deltalake_read(path: str, repeat: int, options: dict[str, str] | None) -> dict[str, Any]:
+def deltalake_reader(path: str, options: dict[str, str] | None) -> Callable[[], int]:
     """A full read with deltalake (the table opened, every file read into Arrow): its rows."""
     from deltalake import DeltaTable
 
@@ -286,12 +307,7 @@ def deltalake_read(path: str, repeat: int, options: dict[str, str] | None) -> di
         del table
         return int(rows)
 
-    try:
-        return _timed(read, repeat)
-    except Exception as exc:  # a feature deltalake cannot read is a figure too
-        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    finally:
-        gc.collect()  # delta-rs's S3 client must not outlive the interpreter (abort at exit)
+    return read
 
 
 def _deltalake_options(server: S3Target | None) -> dict[str, str] | None:
@@ -303,19 +319,49 @@ def _deltalake_options(server: S3Target | None) -> dict[str, str] | None:
             "AWS_ALLOW_HTTP": "true"}
 
 
+def copy_table(path: str, dest: str) -> None:
+    """A byte copy of a Delta table's directory (its log's paths are relative: the copy is the same
+    table, history included), on any store."""
+    from replicator.storage import fileio_for, is_url
+
+    if not is_url(path):
+        shutil.copytree(path, dest)
+        return
+    io, root = fileio_for(path), path.rstrip("/") + "/"
+    for full, _size in list(io.files(path)):
+        data = io.read(full)
+        if data is not None:
+            io.write(io.join(dest, full[len(root):]), data)
+
+
 def measure_table(spark: SparkSession, path: str, repeat: int, dl_options: dict[str, str] | None) -> dict[str, Any]:
-    """One table: its files, the reads, OPTIMIZE, its files and the reads again."""
+    """One table: its files; a copy of it OPTIMIZEd and its files; then full reads of the table
+    and of the copy in turns (`_alternated`), each at its latest version. Reading the table and
+    then the same table after an OPTIMIZE timed the JVM's warming up too, and reading the version
+    before it (`versionAsOf`) timed rebuilding an old snapshot (issue 51, docs/benchmarks.md)."""
     from replicator.delta.writer import delta_ref
+    from replicator.storage import fileio_for
 
     out: dict[str, Any] = {"path": path, "before": table_files(path)}
-    out["spark_before"] = spark_read(spark, path, repeat)
-    out["deltalake_before"] = deltalake_read(path, repeat, dl_options)
-    t0 = time.perf_counter()
-    spark.sql(f"OPTIMIZE {delta_ref(path)}").collect()
-    out["optimize_s"] = time.perf_counter() - t0
-    out["after"] = table_files(path)
-    out["spark_after"] = spark_read(spark, path, repeat)
-    out["deltalake_after"] = deltalake_read(path, repeat, dl_options)
+    copy = path.rstrip("/") + "-optimized"
+    fileio_for(copy).remove_tree(copy)
+    copy_table(path, copy)
+    try:
+        t0 = time.perf_counter()
+        spark.sql(f"OPTIMIZE {delta_ref(copy)}").collect()
+        out["optimize_s"] = time.perf_counter() - t0
+        out["after"] = table_files(copy)
+        out["spark_before"], out["spark_after"] = _alternated(spark_reader(spark, path), spark_reader(spark, copy),
+                                                              repeat)
+        try:
+            out["deltalake_before"], out["deltalake_after"] = _alternated(
+                deltalake_reader(path, dl_options), deltalake_reader(copy, dl_options), repeat)
+        except Exception as exc:  # a feature deltalake cannot read is a figure too
+            out["deltalake_before"] = out["deltalake_after"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        finally:
+            gc.collect()  # delta-rs's S3 client must not outlive the interpreter (abort at exit)
+    finally:
+        fileio_for(copy).remove_tree(copy)
     out["rows"] = out["spark_before"]["value"][0]
     out["same_after"] = out["spark_before"]["value"] == out["spark_after"]["value"]
     for reader in ("spark", "deltalake"):
