@@ -90,6 +90,10 @@ def add_connection(p: argparse.ArgumentParser) -> None:
                         "(--reader driver)")
     p.add_argument("--max-buffer-rows", type=int,
                    help=f"bound on buffered rows: apply complete windows once reached (default {d['max_buffer_rows']})")
+    p.add_argument("--spill-rows", type=int, metavar="N",
+                   help="a full buffer moves its complete rows to disk (the warehouse's _replicator/spill/) and "
+                        "reads on, until this many wait; a step then applies them all (0: a full buffer applies "
+                        f"them at once) (default {d['spill_rows']})")
     p.add_argument("--flush-interval", type=float, metavar="SECONDS",
                    help="a follower applies what is complete at most this often (a sharded one: on a grid of "
                         f"upstream time this long; give every shard the same) (default {d['flush_interval']:g})")
@@ -194,6 +198,7 @@ def run_options(s: ReplicatorSettings, *, start: Any = None) -> RunOptions:
         claim_check_storage=s.claim_check_storage,
         start=start,
         max_buffer_rows=s.max_buffer_rows,
+        spill_rows=s.spill_rows,
         flush_interval_s=s.flush_interval,
         apply_parallelism=s.apply_parallelism,
         reader=s.reader,

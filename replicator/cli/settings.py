@@ -37,7 +37,7 @@ from replicator.cli.maintain_settings import MaintainFields
 from replicator.codec.limits import DEFAULT_MAX_MESSAGE_BYTES
 from replicator.delta.features import DEFAULT_PROFILE, Profile
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange, parse_size
-from replicator.engine.options import DEFAULT_FLUSH_INTERVAL_S, DEFAULT_MAX_BUFFER_ROWS
+from replicator.engine.options import DEFAULT_FLUSH_INTERVAL_S, DEFAULT_MAX_BUFFER_ROWS, DEFAULT_SPILL_ROWS
 from replicator.engine.schedule import DEFAULT_APPLY_PARALLELISM
 from replicator.errors import ConfigError
 from replicator.formats import archive as _archive_format
@@ -214,11 +214,11 @@ class ReplicatorSettings(MaintainFields):
     timezone: str = "UTC"
     legacy: Literal["auto", "legacy", "modern"] = "auto"
     zero_dates: Literal["error", "null"] = "error"
-    # TiCDC large messages (codec/large.py): its large-message-handle-compression, and where its
-    # claim-check-storage-uri files can be read (a directory or a warehouse URL)
+    # TiCDC large messages (codec/large.py): the values' compression; where claim-check files are read
     compression: Literal["none", "lz4", "snappy"] = "none"
     claim_check_storage: str | None = None
     max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
+    spill_rows: int = Field(default=DEFAULT_SPILL_ROWS, ge=0)  # a full buffer's complete rows go to disk (0: no)
     flush_interval: float = Field(default=DEFAULT_FLUSH_INTERVAL_S, gt=0)  # a follower's step, at most this often
     apply_parallelism: int = Field(default=DEFAULT_APPLY_PARALLELISM, ge=1, le=64)
     reader: Literal["driver", "spark"] = "driver"

@@ -54,6 +54,8 @@ class RowIndex(SpanSource, Protocol):
 class NoRows:
     """The index of a batch without rows."""
 
+    vouched = False
+
     def first_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
         return None
 

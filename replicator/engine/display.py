@@ -50,8 +50,10 @@ class Display:
         wm = windower.applied_ts
         lag = f"{max(0.0, time.time() - tso_physical_ms(wm) / 1000):.0f}s" if wm else "n/a"
         kafka_lag = self.loop.source.lag()
+        spilled = f" (+{windower.spilled_rows} spilled)" if windower.spilled_rows else ""
         return (f"{s.records} records ({s.events / el:,.0f} events/s) | applied watermark {wm} | lag {lag}"
-                f" | buffered {windower.buffered_rows} | kafka lag {kafka_lag if kafka_lag is not None else '?'}")
+                f" | buffered {windower.buffered_rows}{spilled} | kafka lag "
+                f"{kafka_lag if kafka_lag is not None else '?'}")
 
     def _fields(self) -> dict[str, Any]:
         """The progress line's structured fields (--log-format json)."""

@@ -110,6 +110,9 @@ class LoopOptions:
     # Follow mode: interval steps end on a grid of this many ms of upstream (TSO) time, so that
     # shards reading one stream step at the same points (0: at the watermark; see `step_end`)
     step_grid_ms: int = 0
+    # A full buffer moves what is complete to the windower's spill instead of applying it, until
+    # this many rows are spilled (`ControlLoop.spill`; 0: it applies them, one step a full buffer)
+    spill_rows: int = 0
 
 
 @dataclass
@@ -193,8 +196,9 @@ class ControlLoop:
                     self._rows_per_record = len(events)
                     self._limit_poll()
                 windower.offer(TP(rec.topic, rec.partition), rec.offset, events)
-                # Bound memory: apply complete windows as soon as the buffer is full.
-                if windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step():
+                # Bound memory: spill or apply complete windows as soon as the buffer is full.
+                if (windower.buffered_rows >= opts.max_buffer_rows and windower.has_ready_step()
+                        and not self.spill()):
                     self.apply_ready()
                     last_apply = self.clock.monotonic()
             stalled = self.pace(read=bool(records))
@@ -202,7 +206,8 @@ class ControlLoop:
             now = self.clock.monotonic()
             caught_up = opts.until_caught_up and self.source.caught_up()
             urgent = (failure is not None or caught_up or self._stop or stalled
-                      or windower.buffered_rows >= opts.max_buffer_rows)
+                      or (windower.buffered_rows >= opts.max_buffer_rows and not self.spill())
+                      or 0 < opts.spill_rows <= windower.spilled_rows)
             interval = (not opts.until_caught_up and now - last_apply >= opts.flush_interval_s
                         and not (records and self._backlogged()))
             if urgent or interval:
@@ -221,6 +226,26 @@ class ControlLoop:
                         self.counts.watermark, extra={"watermark": self.counts.watermark,
                                                       "step": self.counts.steps, "caught_up": caught_up})
                 return
+
+    def spill(self) -> bool:
+        """A full buffer: move its complete rows to the spill rather than apply them now, so the
+        step that applies them (when one is due: caught up, the interval, a stop, a DDL, or
+        `spill_rows` spilled) carries the backlog, not one buffer of it. True when the spill has
+        room and nothing a step could apply stays in memory; False: apply now. Never for a follower on a step grid
+        (its steps must end on the grid's lines) nor once a stop was asked for."""
+        opts, windower = self.options, self.windower
+        if opts.spill_rows <= 0 or self._stop or (opts.step_grid_ms > 0 and not opts.until_caught_up):
+            return False
+        if windower.spilled_rows >= opts.spill_rows:
+            return False
+        moved = windower.spill_ready()
+        if moved:
+            log.debug("spilled %d rows (%d in all), watermark %d", moved, windower.spilled_rows, windower.watermark)
+        if windower.spilled_rows >= opts.spill_rows or windower.ready_in_memory:
+            return False
+        # Nothing ready is left in memory: a step now would free none of it (the rows above W
+        # wait, and the bound is exceeded as without spilling), so the spilled rows wait too.
+        return moved > 0 or windower.spilled_rows > 0
 
     def _limit_poll(self) -> None:
         """A poll's records, at most `PRESSURE` of the buffer in rows: one poll of partitions ahead
@@ -244,7 +269,7 @@ class ControlLoop:
         if not isinstance(source, Pausable):
             return False
         stalled = bool(self._paused) and not read
-        if stalled and windower.has_ready_step():
+        if stalled and windower.has_ready_step() and not self.spill():
             return True
         wm = windower.watermark
         if stalled:

@@ -13,7 +13,9 @@ them sends the step to MERGE. A DDL that empties a table (TRUNCATE, TRUNCATE PAR
 it forget that table's keys when it is applied (engine/ddlstep.py): what was written before is
 gone, so the same keys inserted again are appended. A table's keys follow its uid, which RENAME,
 DROP and RECOVER keep (a recovered table has its rows back) and a new CREATE never reuses. The
-Spark reader's keys stay on the executors, so it appends only when told to ("forced")."""
+Spark reader's keys stay on the executors, so it appends only when told to ("forced"). Rows a
+full buffer spilled (`vouched` spans) are appended as driver rows are, into a table this run has
+not written yet; their keys are not collected, so the table is not tracked after them (`claim`)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from replicator.changes import Change, all_fresh, collapse
 from replicator.engine.plan import Segment
-from replicator.engine.rows import after, count_on_driver, on_driver, span_changes
+from replicator.engine.rows import after, count_on_driver, on_driver, span_changes, vouched
 from replicator.engine.spark_edge import SparkEdge
 from replicator.errors import SchemaError
 from replicator.events import Op, RowChange
@@ -91,6 +93,17 @@ class WrittenKeys:
             if self._total > self.limit:
                 self._forget(uid)
 
+    def claim(self, uid: str) -> bool:
+        """A write of keys nobody collects (a spilled span): True when this run wrote none of the
+        table's keys before, so its fresh inserts may be appended; either way the table is not
+        tracked after it (its later fresh-looking keys are merged), until a `reset`."""
+        with self._lock:
+            fresh = uid not in self._untracked and uid not in self._keys
+            if uid in self._keys:
+                self._forget(uid)
+            self._untracked.add(uid)
+            return fresh
+
     def reset(self, uid: str) -> None:
         """The table was emptied (TRUNCATE): tracked again with no key, so its next fresh inserts
         are appended. Also when it was untracked: its key columns changed or it overflowed, but
@@ -140,7 +153,11 @@ class SegmentMerger:
         rows = on_driver(rest)
         if rows is None:  # on the executors: they collapse the span's changes
             frame = span_changes(rest, spec, seg.table)
-            trust = True if job.inserts == "forced" else None  # its keys are not at hand (module doc)
+            trust: bool | None = None  # its keys are not at hand (module doc)
+            if job.inserts == "forced":
+                trust = True
+            elif vouched(rest) and self.written.claim(entry.uid) and job.inserts in ("trusted", "proof"):
+                trust = job.inserts == "trusted"  # "proof": appended once the span shows a pre-image
             fault_timer("mid_merge")
             with self._in_flight():
                 res = delta.merge_frame(entry.path, entry.uid, spec, frame, seg.version, meta, trust_inserts=trust)

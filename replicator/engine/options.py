@@ -27,6 +27,11 @@ DEFAULT_MAX_BUFFER_ROWS = 200_000
 """--max-buffer-rows' default, the one definition (`RunOptions`, `LoopOptions` and the CLI's
 settings read it); a constant here, so the CLI's settings need not import the loop."""
 
+DEFAULT_SPILL_ROWS = DEFAULT_MAX_BUFFER_ROWS
+"""--spill-rows' default: rows a full buffer may move to disk (sources/spill.py) before they are
+applied, as many as the default buffer holds: a catch-up under a small bound steps as the default
+buffer's does."""
+
 DEFAULT_FLUSH_INTERVAL_S = 2.0
 """--flush-interval's default: a follower's step every 2 s (plus the step's own time) at most."""
 
@@ -44,6 +49,7 @@ class RunOptions:
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     start: Mapping[TP, int] | Literal["earliest"] | None = None  # None: stored state (or earliest)
     max_buffer_rows: int = DEFAULT_MAX_BUFFER_ROWS
+    spill_rows: int = DEFAULT_SPILL_ROWS  # a full buffer's complete rows wait on disk (engine/loop.py)
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     wait_for_lock: bool = False
     progress: bool | None = None  # None: a live display when stderr is a terminal

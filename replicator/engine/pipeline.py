@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from replicator.delta.catalog import CatalogConfig
     from replicator.delta.writer import TableWriter
     from replicator.sources.spark_reader import SparkBatch
+    from replicator.sources.spill import SpillFiles
 
 __all__ = ["Engine", "Protocol", "Reader", "RunOptions", "RunSummary", "TableCounts", "WarehouseApplier"]
 
@@ -98,6 +99,7 @@ class Engine:
                               "earlier BOOTSTRAP messages, which the Spark reader's executors do not share)")
         self._own_spark = spark is None  # the engine starts the session: it chooses its compiler
         self._loop: ControlLoop | None = None
+        self._spilled: SpillFiles | None = None
         self._stop = False
 
     @property
@@ -171,6 +173,8 @@ class Engine:
                 self._observe(loop, force=True)
                 applier.close()
                 self.source.close()
+                if self._spilled is not None:
+                    self._spilled.close()
 
     def _after_commit(self) -> None:
         """After each step's progress is saved: the gauges, at once (not at most once a second)."""
@@ -236,7 +240,7 @@ class Engine:
         grid = max(1, round(opts.flush_interval_s * 1000)) if opts.shard is not None else 0
         return LoopOptions(until_caught_up=opts.until_caught_up, on_error=opts.on_error,
                            max_buffer_rows=opts.max_buffer_rows, flush_interval_s=opts.flush_interval_s,
-                           step_grid_ms=grid)
+                           step_grid_ms=grid, spill_rows=opts.spill_rows)
 
     def _control_loop(self, state: State, applier: WarehouseApplier) -> ControlLoop:
         """`--reader driver`: records read and decoded here, rows buffered by the windower."""
@@ -247,13 +251,26 @@ class Engine:
             self._stored.applied_ts = lambda: progress.applied_ts
             self._stored.ended_versions = progress.ended_versions
         partitions = self.source.partitions()
-        windower = Windower(partitions, state.progress, scope_of=ddl_scope)
+        windower = Windower(partitions, state.progress, scope_of=ddl_scope, spill=self._spill())
         cursors = state.progress.cursors
         self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
         if not (self.options.until_caught_up and self.source.caught_up()):
             self.edge.warm_up()  # something to read: start Spark while reading it
         decode = self.decode_record if self._stored is None else self._stored_decoder(windower)
         return ControlLoop(self.source, decode, applier, windower, self._loop_options())
+
+    def _spill(self) -> SpillFiles | None:
+        """Where a full buffer's complete rows wait (sources/spill.py): the warehouse's own records,
+        which every executor reads; what a crashed run left there goes first (this run holds the
+        lease). None with --spill-rows 0."""
+        if self.options.spill_rows <= 0:
+            return None
+        from replicator.sources.spill import SpillFiles
+
+        edge = self.edge
+        self._spilled = SpillFiles((self.warehouse.meta / "spill").path, lambda: edge.delta.spark)
+        self._spilled.forget_crashed()
+        return self._spilled
 
     def _stored_decoder(self, windower: Windower) -> Callable[[Record], list[Event]]:
         """A storage-sink source's records: decoded by the source; a stream it found since the last

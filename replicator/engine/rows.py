@@ -1,5 +1,6 @@
 """A step's rows of one table, wherever they are: a list in driver memory (`--reader driver`), or a
-`RowSpan` of them left on the Spark executors that decoded them (`--reader spark`).
+`RowSpan` of them left on the Spark executors that decoded them (`--reader spark`) or spilled to
+disk by a full buffer (`Spill`, read back by Spark).
 
 Why one module: the plan splits both kinds at DDLs, the applier infers and checks tables from
 them, the merger turns them into changes; each asks here instead of telling the kinds apart
@@ -23,11 +24,32 @@ if TYPE_CHECKING:
 class SpanSource(Protocol):
     """Where a span's rows are (the Spark reader's batch, sources/spark_reader.py)."""
 
+    vouched: bool
+    """The driver read every row of it (a spill): its INSERTs count as the driver's rows' do
+    (engine/merging.py), which the Spark reader's, whose keys nobody here saw, do not."""
+
     def sample(self, table: TableName, lo: int, hi: int, n: int = 20) -> list[RowChange]:
         """The first `n` rows of a table with commit ts in (lo, hi], fetched to the driver."""
 
     def changes(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> Any:
         """The net change per key of those rows, as a MERGE source DataFrame."""
+
+
+class Spill(Protocol):
+    """Where the windower moves complete rows out of memory (sources/spill.py): files of them per
+    topic, read back as spans."""
+
+    rows: int
+    """Rows written since the last `clear`."""
+
+    def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]]) -> None:
+        """Some rows of a table (row, partition, offset, watermark before it), in (commit ts, arrival) order."""
+
+    def source(self, table: TableName) -> SpanSource:
+        """What a step's span of the table's spilled rows reads."""
+
+    def clear(self) -> None:
+        """Forget every row written (they were applied)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +113,11 @@ def sample(rows: Rows, table: TableName) -> Sequence[RowChange]:
     if isinstance(rows, RowSpan):
         return rows.where().sample(table, rows.lo, rows.hi)
     return rows
+
+
+def vouched(rows: Rows) -> bool:
+    """Whether a span's INSERTs may count as fresh like driver rows (`SpanSource.vouched`)."""
+    return isinstance(rows, RowSpan) and rows.where().vouched
 
 
 def span_changes(rows: Rows, spec: TableSpec, table: TableName) -> Any:

@@ -19,14 +19,18 @@ Semantics (the ordering TiCDC guarantees; docs/how-it-works.md, docs/windows.md)
   partition's watermark past ts, which TiCDC sends only after the DDL.
 - Restart: each partition restarts at the oldest offset still holding an unapplied event, with the
   partition watermark as it was before that offset, so re-reading reproduces every decision.
+- Spill (`Windower.spill_ready`): complete rows below every pending DDL may leave memory for a
+  `Spill` on disk; the next step applies them (as spans) first, and until then their offsets
+  still hold the restart cursors back (docs/windows.md#how-big-a-step-is).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from replicator.engine.rows import Rows, count_on_driver
+from replicator.engine.rows import Rows, RowSpan, Spill, count_on_driver
 from replicator.errors import DdlError
 from replicator.events import DdlCode, DdlEvent, Event, Resolved, RowChange
 from replicator.mysql.statements import parse_renames
@@ -111,7 +115,7 @@ class Windower:
     """
 
     def __init__(self, partitions: Sequence[TP], progress: Progress | None = None,
-                 scope_of: Callable[[DdlEvent], DdlScope] | None = None) -> None:
+                 scope_of: Callable[[DdlEvent], DdlScope] | None = None, spill: Spill | None = None) -> None:
         self.partitions: Sequence[TP] = list(partitions)
         # Which tables a DDL holds back (delta/ddl/scope.py); by default every table.
         self.scope_of: Callable[[DdlEvent], DdlScope] = scope_of or (lambda _ddl: EVERYTHING)
@@ -129,6 +133,12 @@ class Windower:
         self._ddls: dict[tuple[int, str], _PendingDdl] = {}
         self._seq = 0
         self._buffered = 0
+        self.spill = spill
+        self._spill_hi = 0  # every row in (applied_ts, _spill_hi] is spilled, none above it
+        self._spill_topic: dict[TableName, str] = {}  # the one topic each spilled table's rows came from
+        self._spill_ts: dict[TableName, list[int]] = {}  # each spilled table's commit ts not yet applied, in order
+        self._spill_points: dict[TP, tuple[int, int]] = {}  # per partition: its oldest spilled row's cursor
+        self.ready_in_memory = False  # after `spill_ready`: something a step could apply stayed in memory
 
     @property
     def applied_ts(self) -> int:
@@ -285,7 +295,66 @@ class Windower:
 
     @property
     def buffered_rows(self) -> int:
+        """Rows in memory (not those spilled)."""
         return self._buffered
+
+    @property
+    def spilled_rows(self) -> int:
+        return self.spill.rows if self.spill is not None and self._spill_topic else 0
+
+    def spill_ready(self) -> int:
+        """Move the complete rows (at or below W) out of memory to the spill. DDLs pending among
+        them stay here: a step's spans are split at them as the Spark reader's are (engine/plan.py),
+        and `_first_row_after` sees the spilled rows too. A table whose rows came from more than one
+        topic (a spill is kept per topic) ends the spill before its first row from the other one,
+        and `ready_in_memory` then says a step must apply what stayed. Returns how many rows moved;
+        cheap when W has not moved since the last call (nothing newly complete)."""
+        spill = self.spill
+        self.ready_in_memory = False
+        if spill is None:
+            return 0
+        hi = self.watermark
+        lo = max(self.applied_ts, self._spill_hi)
+        if hi <= lo:
+            return 0
+        ready: dict[TableName, list[_Buffered]] = {}
+        for table, buf in self._rows.items():
+            sel = [b for b in buf if b.row.commit_ts <= hi]
+            if not sel:
+                continue
+            sel.sort(key=lambda b: (b.row.commit_ts, b.seq))
+            topic = self._spill_topic.get(table) or sel[0].partition.topic
+            other = [b.row.commit_ts for b in sel if b.partition.topic != topic]
+            if other:
+                hi = min(hi, min(other) - 1)
+                self.ready_in_memory = True
+            ready[table] = sel
+        if hi <= lo:
+            return 0
+        moved = 0
+        for table, sel in ready.items():
+            take = [b for b in sel if b.row.commit_ts <= hi]
+            if not take:
+                continue
+            topic = take[0].partition.topic
+            spill.write(table, topic, [(b.row, b.partition.partition, b.offset, b.wm_before) for b in take])
+            self._spill_topic[table] = topic
+            stamps = self._spill_ts.setdefault(table, [])
+            for b in take:
+                if not stamps or stamps[-1] != b.row.commit_ts:
+                    stamps.append(b.row.commit_ts)
+                cur = self._spill_points.get(b.partition)
+                if cur is None or b.offset < cur[0]:
+                    self._spill_points[b.partition] = (b.offset, b.wm_before)
+            keep = [b for b in self._rows[table] if b.row.commit_ts > hi]
+            moved += len(self._rows[table]) - len(keep)
+            if keep:
+                self._rows[table] = keep
+            else:
+                del self._rows[table]
+        self._buffered -= moved
+        self._spill_hi = hi
+        return moved
 
     def has_ready_step(self) -> bool:
         """Cheap check (no batch building): would `next_step()` return a step now?"""
@@ -304,9 +373,17 @@ class Windower:
 
         Everything up to the watermark, except that the step ends right before the first row of a
         table that follows a DDL on that table (see `Step`); with `before`, also before that commit
-        ts (what precedes a DDL that failed).
+        ts (what precedes a DDL that failed). Spilled rows come as spans, with what became
+        complete since (`spill_ready`); the step ends before a spilled table's first row still in
+        memory (a table's rows in a step are all spilled or all in memory).
         """
+        spilled = bool(self._spill_topic) and self._spill_hi > self.applied_ts
         hi = max(self.watermark, self.applied_ts)
+        if spilled:
+            self.spill_ready()  # what became complete since: the same step
+            firsts = [b.row.commit_ts for t in self._spill_topic for b in self._rows.get(t, ())]
+            if firsts:
+                hi = min(hi, min(firsts) - 1)  # above the spill's end: they were not complete then
         if before is not None:
             hi = min(hi, before - 1)
             if hi <= self.applied_ts:
@@ -324,12 +401,25 @@ class Windower:
                 hi = after - 1
         if hi <= self.applied_ts and not ddls:
             return None
-        return Step(hi, self._rows_through(hi), tuple(ddls))
+        rows = self._rows_through(hi)
+        if spilled:
+            assert self.spill is not None
+            spill, lo = self.spill, self.applied_ts
+            top = min(hi, self._spill_hi)
+            # a table's stamps are those above the applied watermark (`commit` drops the others)
+            rows.update({t: RowSpan(lo, top, spill.source(t)) for t, stamps in self._spill_ts.items()
+                         if stamps and stamps[0] <= top})
+        return Step(hi, rows, tuple(ddls))
 
     def _first_row_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
-        """The lowest commit ts in (ts, hi] of a buffered row of a table in `scope` (None: none)."""
+        """The lowest commit ts in (ts, hi] of a buffered or spilled row of a table in `scope`
+        (None: none)."""
         after = [b.row.commit_ts for table, buf in self._rows.items() if scope.covers(table)
                  for b in buf if ts < b.row.commit_ts <= hi]
+        for table, stamps in self._spill_ts.items():
+            i = bisect_right(stamps, ts)
+            if i < len(stamps) and stamps[i] <= hi and scope.covers(table):
+                after.append(stamps[i])
         return min(after) if after else None
 
     def _row_restart_points(self) -> Iterable[tuple[TP, int, int]]:
@@ -360,6 +450,15 @@ class Windower:
         keys = [(d.commit_ts, d.query) for d in step.ddls]
         for key in keys:
             self._ddls.pop(key, None)
+        if self._spill_topic and step.hi >= self._spill_hi:
+            assert self.spill is not None
+            self.spill.clear()
+            self._spill_topic.clear()
+            self._spill_ts.clear()
+            self._spill_points.clear()
+        else:  # some spilled rows remain: their files and restart cursors stay until they are applied
+            for stamps in self._spill_ts.values():
+                del stamps[:bisect_right(stamps, step.hi)]
         self._advance(step.hi)
         # A DDL at the new watermark itself may still arrive on another partition: the ledger tells.
         self.progress.ddl_ledger.update(k for k in keys if k[0] >= self.progress.applied_ts)
@@ -389,6 +488,8 @@ class Windower:
                 best[p] = (off, wm)
 
         for p, off, wm in self._row_restart_points():
+            consider(p, off, wm)
+        for p, (off, wm) in self._spill_points.items():
             consider(p, off, wm)
         for pending in self._ddls.values():
             for p, (off, wm) in pending.copies.items():

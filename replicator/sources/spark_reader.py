@@ -86,8 +86,9 @@ class SparkBatch:
     """One batch of the Spark reader: the decoded events of some offset ranges, persisted on the
     executors until `close`. Implements the windower's `RowIndex` (engine/batch.py) over them."""
 
-    def __init__(self, spark: SparkSession, topic: str, events: DataFrame) -> None:
+    def __init__(self, spark: SparkSession, topic: str, events: DataFrame, *, vouched: bool = False) -> None:
         self.spark, self.topic, self.events = spark, topic, events
+        self.vouched = vouched  # rows the driver read and spilled (sources/spill.py), engine/rows.py
         self.cut: dict[int, int] = {}  # partition -> first offset not taken (a dead letter under --on-error stop)
         self.tables: dict[TableName, TableAgg] = {}
         self.drops: dict[int, int] = {}  # drop kind -> rows

@@ -11,6 +11,7 @@ Layout:
     <warehouse>/_replicator/lease.json            the writer lease: who runs, since when, until when
     <warehouse>/_replicator/binlog.json           a statement binlog's progress (`run --binlog`)
     <warehouse>/_replicator/shards.json           a sharded warehouse's layout (`--shard I/N`): {"shards": N}
+    <warehouse>/_replicator/spill/<run>/          rows a full buffer moved to disk until applied (sources/spill.py)
     <warehouse>/_replicator/shards/<I>-of-<N>/    shard I's own state.json, windows.jsonl, dead_letters/
                                                   and lease.json (the tables stay under tables/)
 

@@ -43,7 +43,7 @@ def test_inserts_of_the_same_keys_after_a_truncate_are_appended(kafka_bootstrap:
     produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec_for("canal-json").encode(events)])
     wh = tmp_path / "wh"
     # a full buffer applies each complete step at once: one step per resolved ts above
-    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2)
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2, spill_rows=0)
     assert summary.error is None and summary.watermark == 40 and summary.ddl_applied == 2
 
     assert [(r["id"], r["v"]) for r in read_table(spark, wh, "s", "t")] == [(k, f"b{k}") for k in range(1, 7)]

@@ -331,7 +331,8 @@ def test_skew_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path:
     for kind in ("even", "skewed"):
         small, default = skew["runs"][kind]["600"], skew["runs"][kind][str(DEFAULT_BUFFER_ROWS)]
         assert small["verified"] and default["verified"], (small["diffs"], default["diffs"])
-        assert small["row_steps"] >= 2 and 0 < small["rows_per_step"] <= 600 and small["fill"] is not None
+        # a full buffer spills what is complete (--spill-rows): steps larger than the buffer
+        assert small["row_steps"] >= 1 and small["rows_per_step"] > 0 and small["fill"] is not None
         assert default["ratio_apply"] == pytest.approx(1.0) and default["fill"] is not None
         assert small["apply_s"] > 0 and small["apply_rows_per_s"] > 0 and small["steps"] >= small["row_steps"]
     md = (cfg.out / "results.md").read_text()

@@ -125,7 +125,7 @@ def test_a_run_reads_each_tables_log_once_and_appends_fresh_inserts(spark: Any, 
     monkeypatch.setattr(DeltaSession, "last_applied_ts", counted)
     summary = Engine(ArchiveSource(tmp_path / "archive"),
                      RunOptions(warehouse=str(tmp_path / "wh"), protocol="craft", until_caught_up=True,
-                                max_buffer_rows=150, progress=False), spark=spark).run()
+                                max_buffer_rows=150, spill_rows=0, progress=False), spark=spark).run()
     assert summary.ddl_applied >= 3 + 3 and summary.steps > 3  # CREATE TABLEs and the listed DDLs
     assert sorted(set(reads)) == sorted(reads), "a table's log is read back at most once a run"
     assert summary.tables_appended > 0 and summary.tables_merged > 0

@@ -39,7 +39,8 @@ def test_random_workload_equals_expected_state(kafka_bootstrap: str, spark: Any,
     # ~1,100 rows through an 800-row buffer: more than one step, so more than one MERGE per table. A
     # step holds everything complete up to the watermark, so how many depends on how far the
     # partitions were read ahead (2-6 here); at 400 rows the buffer stays full and makes ~60 tiny steps.
-    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, max_buffer_rows=800)
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol=protocol, max_buffer_rows=800,
+                         spill_rows=0)
     assert summary.watermark == stream.final_ts
     assert summary.steps >= 2, summary.steps
     assert summary.replays_dropped > 0

@@ -25,7 +25,8 @@ def built(kafka_bootstrap: str, spark: Any, tmp_path_factory: pytest.TempPathFac
     topic = new_topic(kafka_bootstrap, 3)
     produce_stream(kafka_bootstrap, topic, stream.partitions, "open")
     wh = tmp_path_factory.mktemp("explore") / "wh"
-    run_engine(kafka_bootstrap, topic, wh, spark, max_buffer_rows=250)  # several steps: intermediate watermarks
+    # several steps (no spilling): intermediate watermarks
+    run_engine(kafka_bootstrap, topic, wh, spark, max_buffer_rows=250, spill_rows=0)
     return wh, stream
 
 

@@ -66,7 +66,7 @@ def test_each_small_step_adds_one_file(kafka_bootstrap: str, spark: Any, tmp_pat
     produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec_for("canal-json").encode(events)])
     wh = tmp_path / "wh"
     # compacting as a follower does, a table once it has 3 small files (engine/compaction.py)
-    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2,
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2, spill_rows=0,
                          compaction=True, min_small_files=3, retention_hours=0)
     assert summary.error is None and summary.watermark == ts - 1
 
@@ -131,7 +131,7 @@ def test_a_follower_vacuums_past_the_retention_never_below_the_tables_own(
     produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec.encode(events)])
     wh = tmp_path / "wh"
     # a retention of 0 hours asked for, the table's own is Delta's 7 days: nothing goes
-    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2,
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2, spill_rows=0,
                          compaction=True, min_small_files=100, retention_hours=0)
     assert summary.error is None and summary.vacuums >= 1 and summary.vacuumed_bytes == 0
     state = Warehouse(wh).load_state()
@@ -149,7 +149,7 @@ def test_a_follower_vacuums_past_the_retention_never_below_the_tables_own(
     events.clear()
     step(range(2, 4), "b")
     produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec.encode(events)])
-    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2,
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=2, spill_rows=0,
                          compaction=True, min_small_files=100, retention_hours=0)
     assert summary.error is None and summary.vacuums >= 1 and summary.vacuumed_bytes > 0
     assert {r["id"]: r["v"] for r in read_table(spark, wh, "s", "t")} == expected

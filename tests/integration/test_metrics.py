@@ -125,6 +125,7 @@ def test_follower_metrics_and_textfile(kafka_bootstrap: str, tmp_path: Path) -> 
     scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
     proc = start_replicator("run", "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--protocol", "open",
                             "--warehouse", str(wh), "--on-error", "skip", "--max-buffer-rows", "50",
+                            "--spill-rows", "0",
                             "--metrics-port", str(port), "--metrics-textfile", str(prom), "--json-summary",
                             env=cli_env(), log=log, stdout=out)
     scraper.start()

@@ -172,7 +172,7 @@ def test_a_holder_stopped_mid_merge_is_taken_over_and_commits_nothing_more(
                                 "--warehouse", url, "--until-caught-up", "--lease-seconds", "6", "--fresh-inserts",
                                 "merge", *args, env=cli_env(**s3_store.env(), **(env or {})), log=log)
 
-    holder = run(log_a, "--max-buffer-rows", "40",
+    holder = run(log_a, "--max-buffer-rows", "40", "--spill-rows", "0",
                  env={"REPLICATOR_FAULT": fault, "REPLICATOR_FAULT_ACTION": "stop"})
     try:
         def stopped() -> bool:

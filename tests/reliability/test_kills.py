@@ -110,7 +110,8 @@ def test_crash_inside_and_right_after_a_compaction_then_rerun(kafka_bootstrap: s
     topic = new_topic(kafka_bootstrap, 1, prefix="rel-compaction")
     produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec_for("canal-json").encode(events)])
     wh, log = tmp_path / "wh", tmp_path / "runs.log"
-    args = ("--compaction", "--min-small-files", "2", "--max-buffer-rows", "3")  # a table compacted every 2 steps
+    # a table compacted every 2 steps
+    args = ("--compaction", "--min-small-files", "2", "--max-buffer-rows", "3", "--spill-rows", "0")
     for fault in ("mid_compaction:1:0.3", "after_compaction:1"):
         rc = start_run(kafka_bootstrap, topic, wh, "canal-json", *args, fault=fault, log=log).wait(timeout=900)
         assert rc in (-9, 137), f"{fault}: the run was not crashed there (exit {rc}):\n{tail(log)}"

@@ -66,7 +66,7 @@ def test_sigkill_inside_one_pass_over_a_backlog_in_s3(s3_store: S3Server, spark:
     sim = Simulation(SimConfig(protocol="open", seed=23, events=size(150, 3000), tables=2, ddl="none"))
     sink, wh, log = s3_store.warehouse_url("storage-sink"), tmp_path / "wh", tmp_path / "runs.log"
     write_storage_sink(sim, sink)
-    proc = _start(sink, wh, log, "--max-buffer-rows", "20", env=s3_store.env())
+    proc = _start(sink, wh, log, "--max-buffer-rows", "20", "--spill-rows", "0", env=s3_store.env())
     wait_for("the run to apply a step", lambda: proc.poll() is not None or steps_done(wh) > 0, timeout=600)
     time.sleep(random.Random(23).uniform(0.0, 1.0))
     assert proc.poll() is None, f"the run ended before the kill:\n{tail(log)}"
