@@ -229,10 +229,10 @@ class ControlLoop:
 
     def spill(self) -> bool:
         """A full buffer: move its complete rows to the spill rather than apply them now, so the
-        step that applies them (when one is due: caught up, the interval, a stop, a DDL, or
+        step that applies them (when one is due: caught up, the interval, a stop, a failure, or
         `spill_rows` spilled) carries the backlog, not one buffer of it. True when the spill has
-        room and nothing a step could apply stays in memory; False: apply now. Never for a follower on a step grid
-        (its steps must end on the grid's lines) nor once a stop was asked for."""
+        room and nothing a step could apply stays in memory; False: apply now. Never for a
+        follower on a step grid (its steps end on the grid's lines) nor once a stop was asked for."""
         opts, windower = self.options, self.windower
         if opts.spill_rows <= 0 or self._stop or (opts.step_grid_ms > 0 and not opts.until_caught_up):
             return False

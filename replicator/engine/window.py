@@ -19,9 +19,9 @@ Semantics (the ordering TiCDC guarantees; docs/how-it-works.md, docs/windows.md)
   partition's watermark past ts, which TiCDC sends only after the DDL.
 - Restart: each partition restarts at the oldest offset still holding an unapplied event, with the
   partition watermark as it was before that offset, so re-reading reproduces every decision.
-- Spill (`Windower.spill_ready`): complete rows below every pending DDL may leave memory for a
-  `Spill` on disk; the next step applies them (as spans) first, and until then their offsets
-  still hold the restart cursors back (docs/windows.md#how-big-a-step-is).
+- Spill (`Windower.spill_ready`): complete rows may leave memory for a `Spill` on disk; the next
+  step takes them as spans (split at its DDLs like the Spark reader's), and until they are
+  applied their offsets hold the restart cursors back (docs/windows.md#memory).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Why: a step costs about the same whatever its size (a commit per busy table), so a catch-up whose
 buffer bound (`--max-buffer-rows`) forced a step each time it filled made many small steps (issue
 49). The windower instead moves complete rows here (`Windower.spill_ready`) and applies them as
-one step when one is due (caught up, the interval, a stop, a DDL, `--spill-rows` reached): the
+one step when one is due (caught up, the interval, a stop, a failure, `--spill-rows` reached): the
 bound on memory holds, and the step is as large as the backlog.
 
 The files are the Spark reader's events (sources/executor.py `EVENTS_SCHEMA`, one Parquet file a

@@ -385,7 +385,8 @@ def test_follow_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
         with object_store_access(spark, server) if server is not None else contextlib.nullcontext():
             t0 = time.perf_counter()
             summary = run_engine(bootstrap, topic, warehouse, spark, protocol=protocol,  # type: ignore[arg-type]
-                                 max_buffer_rows=max_buffer_rows, compaction=compaction, min_small_files=3)
+                                 max_buffer_rows=max_buffer_rows, compaction=compaction, min_small_files=3,
+                                 spill_rows=0)  # as the bench's runs: a step each full buffer
             wall = time.perf_counter() - t0
         return {"wall_s": wall, "summary": summary.to_json(), "driver_peak_rss": 0, "jvm_peak_rss": 0,
                 "driver_cpu_s": 0.0, "jvm_cpu_s": 0.0, "log": ""}

@@ -60,7 +60,8 @@ def _slow_reader(bootstrap: str, topic: str, wh: Path, spark: Any, budget: float
     source = KafkaSource(KafkaSettings(bootstrap, topic, group_id=f"rel-{topic}", retry_budget_s=budget,
                                        probe_after_s=1.0, poll_max_records=20, fetch_max_bytes=2048,
                                        max_partition_fetch_bytes=1024))
-    opts = RunOptions(warehouse=str(wh), protocol="open", until_caught_up=True, max_buffer_rows=40, progress=False)
+    opts = RunOptions(warehouse=str(wh), protocol="open", until_caught_up=True, max_buffer_rows=40, spill_rows=0,
+                      progress=False)  # a step each full buffer: the outage lands between steps
     return Engine(source, opts, spark=spark), source
 
 

@@ -111,7 +111,7 @@ def test_optimize_vacuum_and_readers_during_a_run(kafka_bootstrap: str, spark: A
     user.start()
     source = KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}"))
     engine = Engine(source, RunOptions(warehouse=str(wh), protocol="open", until_caught_up=True,
-                                       max_buffer_rows=20, progress=False), spark=spark)
+                                       max_buffer_rows=20, spill_rows=0, progress=False), spark=spark)
     try:
         summary = engine.run()
     finally:
@@ -148,7 +148,7 @@ def test_an_optimize_committing_inside_a_merge_makes_it_retry_and_stay_exact(
     user.start()
     source = KafkaSource(KafkaSettings(kafka_bootstrap, topic, group_id=f"rel-{topic}"))
     engine = Engine(source, RunOptions(warehouse=str(tmp_path / "wh"), protocol="open", until_caught_up=True,
-                                       max_buffer_rows=10, progress=False), spark=spark)
+                                       max_buffer_rows=10, spill_rows=0, progress=False), spark=spark)
     try:
         summary = engine.run()
     finally:

@@ -49,6 +49,9 @@ FAULT_PLAN = [
     "after_progress:1",  # state.json replaced, consumer-group offsets not committed
 ]
 GARBAGE = b"\x00\x01not a TiCDC message\xff"
+SMALL_STEPS = ("--max-buffer-rows", "60", "--spill-rows", "0")
+"""A step each full buffer of 60 rows: many steps, so random kills land inside a run (spilling,
+which makes one step of a backlog, is killed in `test_crash_inside_a_step_of_spilled_rows_then_rerun`)."""
 
 
 def _simulated(protocol: str, seed: int, events: int) -> tuple[Simulation, list[tuple[int, bytes | None, bytes]]]:
@@ -75,7 +78,10 @@ def test_crash_at_each_named_instant_then_rerun(kafka_bootstrap: str, spark: Any
     wh, log = tmp_path / "wh", tmp_path / "runs.log"
     # The tables of a step are written concurrently (each in its own Spark session). The garbage
     # message is skipped: appending stays on only because it is asked for (the stream's only loss).
-    args = ("--max-buffer-rows", "60", "--on-error", "skip", "--apply-parallelism", "4", "--fresh-inserts", "append")
+    # A step each full buffer (no spilling), so that every instant of the plan comes; the random
+    # kills below spill.
+    args = ("--max-buffer-rows", "60", "--spill-rows", "0", "--on-error", "skip", "--apply-parallelism", "4",
+            "--fresh-inserts", "append")
     for fault in FAULT_PLAN:
         proc = start_run(kafka_bootstrap, topic, wh, protocol, *args, fault=fault, log=log)
         rc = proc.wait(timeout=900)
@@ -89,6 +95,28 @@ def test_crash_at_each_named_instant_then_rerun(kafka_bootstrap: str, spark: Any
     dead = read_dead_letters(spark, Warehouse(wh))
     assert [(d["topic"], d["partition"], d["offset"], d["value"]) for d in dead] == [
         (topic, 0, garbage_offset, GARBAGE)], "the bad message must be dead-lettered exactly once"
+
+
+def test_crash_inside_a_step_of_spilled_rows_then_rerun(kafka_bootstrap: str, spark: Any, tmp_path: Path) -> None:
+    """A small buffer spills its complete rows to `_replicator/spill/` (sources/spill.py) and the
+    step that applies them reads them back. Killed with a table of that step committed and its
+    progress not, then with every table committed and the progress not: each rerun reads the
+    spilled rows again from Kafka (their cursors never moved past them), deletes the dead run's
+    spill, and the final tables equal the stream."""
+    sim, msgs = _simulated("canal-json", seed=41, events=300)
+    topic = new_topic(kafka_bootstrap, 3, prefix="rel-spill")
+    produce(kafka_bootstrap, topic, msgs)
+    wh, log = tmp_path / "wh", tmp_path / "runs.log"
+    args = ("--max-buffer-rows", "40", "--apply-parallelism", "2")
+    for fault in ("after_merge:2", "before_progress:1"):
+        rc = start_run(kafka_bootstrap, topic, wh, "canal-json", *args, fault=fault, log=log).wait(timeout=900)
+        assert rc in (-9, 137), f"{fault}: the run was not crashed there (exit {rc}):\n{tail(log)}"
+        spilled = list((wh / "_replicator" / "spill").rglob("*.parquet"))
+        assert spilled, f"{fault}: the killed run had spilled nothing"
+    final = start_run(kafka_bootstrap, topic, wh, "canal-json", *args, log=log)
+    assert final.wait(timeout=900) == 0, tail(log)
+    assert check_warehouse(spark, wh, sim.expected) == []
+    assert not (wh / "_replicator" / "spill").exists()
 
 
 def test_crash_inside_and_right_after_a_compaction_then_rerun(kafka_bootstrap: str, spark: Any,
@@ -149,7 +177,7 @@ def test_sigkill_at_random_instants_of_a_ddl_stream(kafka_bootstrap: str, spark:
     landed: Counter[str] = Counter()
     for _ in range(kills):
         before = steps_done(wh)
-        proc = start_run(kafka_bootstrap, topic, wh, "open", "--max-buffer-rows", "60", log=log)
+        proc = start_run(kafka_bootstrap, topic, wh, "open", *SMALL_STEPS, log=log)
         # Kill only once this run has applied a step of its own (JVM start-up is not interesting,
         # and every run then makes progress), then at a random instant within the next few seconds:
         # mid-MERGE, mid-DDL, between two tables, between data and progress, in a poll.
@@ -162,7 +190,7 @@ def test_sigkill_at_random_instants_of_a_ddl_stream(kafka_bootstrap: str, spark:
         kill_group(proc)
         landed["tables ahead of progress" if _tables_ahead_of_progress(spark, wh) else "at a step boundary"] += 1
     print(f"\nkills: {dict(landed)}")
-    final = start_run(kafka_bootstrap, topic, wh, "open", "--max-buffer-rows", "60", log=log)
+    final = start_run(kafka_bootstrap, topic, wh, "open", *SMALL_STEPS, log=log)
     assert final.wait(timeout=1200) == 0, tail(log)
     assert check_warehouse(spark, wh, sim.expected) == []
     assert sum(landed.values()) >= kills - (kills // 4), f"only {dict(landed)} of {kills} kills landed"
@@ -181,7 +209,7 @@ def test_sigkill_at_random_instants_of_a_topic_per_table_changefeed(kafka_bootst
     produce_topics(dispatch.records(), kafka_bootstrap, dispatch.partitions)
     pattern = f"~{dispatch.prefix}.*"
     wh, log = tmp_path / "wh", tmp_path / "runs.log"
-    args = ("--max-buffer-rows", "60", "--group-id", "rel-kills-topics")
+    args = (*SMALL_STEPS, "--group-id", "rel-kills-topics")
     rnd = random.Random(4343)
     landed: Counter[str] = Counter()
     for _ in range(kills):
