@@ -8,17 +8,21 @@ bound on memory holds, and the step is as large as the backlog.
 
 The files are the Spark reader's events (sources/executor.py `EVENTS_SCHEMA`, one Parquet file a
 table and spill), so a step reads them as that reader's batch does (`SparkBatch`, `vouched`: the
-driver saw every row), one batch per topic. They live in the warehouse (`_replicator/spill/<run>/`,
-every executor reads it, on every store), are deleted once applied, and the next run holding the
-lease deletes what a crashed one left: a crash loses nothing, since the windower's restart
-cursors stay at the spilled rows' offsets until they are applied.
+driver saw every row), one batch per table over its own files (its rows come from one topic).
+They live in the warehouse (`_replicator/spill/<run>/`, every executor reads it, on every
+store), are deleted once applied, and the next run holding the lease deletes what a crashed one
+left: a crash loses nothing, since the windower's restart cursors stay at the spilled rows'
+offsets until they are applied.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -26,7 +30,7 @@ import pyarrow.parquet as pq
 
 from replicator.events import RowChange
 from replicator.sources import executor as ex
-from replicator.storage import fileio_for
+from replicator.storage import fileio_for, is_url
 from replicator.tables import TableName
 
 if TYPE_CHECKING:
@@ -35,6 +39,12 @@ if TYPE_CHECKING:
     from replicator.sources.spark_reader import SparkBatch
 
 log = logging.getLogger("replicator")
+
+
+def _warm(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A Python worker's first task: what the spill's reading needs, imported (`SpillFiles.warm_up`)."""
+    ex.change_schema  # noqa: B018  (this module, and so the executor's decoder, is imported by now)
+    yield from batches
 
 
 class SpillFiles:
@@ -46,16 +56,33 @@ class SpillFiles:
         self.root = self.io.join(root, uuid.uuid4().hex[:12])
         self._spark = spark
         self.rows = 0
-        self._files: dict[str, list[str]] = {}  # topic -> its files
+        self._files: dict[TableName, list[str]] = {}  # a table's files
         self._topic: dict[TableName, str] = {}
-        self._sources: dict[str, SparkBatch] = {}
+        self._sources: dict[TableName, SparkBatch] = {}
         self._n = 0
+        self._warming: threading.Thread | None = None
 
     def forget_crashed(self) -> None:
         """Delete what earlier runs left (a crash before they applied it): this run holds the lease."""
         self.io.remove_tree(self.parent)
 
+    def warm_up(self) -> None:
+        """Start the executors' Python workers, with this module's decoder imported, while the run
+        reads on: the step that reads the spill back runs its decoding there, and their first
+        start (a few seconds on a small machine) would otherwise fall inside that step. A failure
+        is left for the step to meet and report."""
+        def start() -> None:
+            with suppress(Exception):
+                spark = self._spark()
+                slots = spark.sparkContext.defaultParallelism
+                spark.range(0, slots, 1, slots).mapInArrow(_warm, "id LONG").collect()
+
+        if self._warming is None:
+            self._warming = threading.Thread(target=start, name="replicator-spill-warm-up", daemon=True)
+            self._warming.start()
+
     def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]]) -> None:
+        self.warm_up()
         cols: list[list[object]] = [[] for _ in ex.EVENTS_SCHEMA]
         idx: dict[tuple[int, int], int] = {}  # a record's rows, in order (Open Protocol batches rows)
         for row, partition, offset, wm_before in rows:
@@ -68,21 +95,25 @@ class SpillFiles:
         pq.write_table(pa.Table.from_arrays(arrays, schema=ex.EVENTS_SCHEMA), sink)
         self._n += 1
         path = self.io.join(self.root, f"{self._n:08d}.parquet")
-        self.io.write(path, sink.getvalue().to_pybytes())
-        self._files.setdefault(topic, []).append(path)
+        if is_url(path):
+            self.io.write(path, sink.getvalue().to_pybytes())
+        else:  # scratch: a crash re-reads these rows from Kafka, so no fsync (a file a table and spill)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_bytes(sink.getvalue().to_pybytes())
+        self._files.setdefault(table, []).append(path)
         self._topic[table] = topic
-        self._sources.pop(topic, None)
+        self._sources.pop(table, None)
         self.rows += len(rows)
 
     def source(self, table: TableName) -> SparkBatch:
         from replicator.sources.spark_reader import SparkBatch
 
-        topic = self._topic[table]
-        batch = self._sources.get(topic)
-        if batch is None:
+        batch = self._sources.get(table)
+        if batch is None:  # its own files only: a read opens no other table's
+            files, topic = self._files[table], self._topic[table]
             spark = self._spark()
-            events = spark.read.schema(ex.EVENTS_DDL).parquet(*self._files[topic])
-            batch = self._sources[topic] = SparkBatch(spark, topic, events, vouched=True)
+            events = spark.read.schema(ex.EVENTS_DDL).parquet(*files)
+            batch = self._sources[table] = SparkBatch(spark, topic, events, vouched=True)
         return batch
 
     def clear(self) -> None:
