@@ -29,7 +29,7 @@ def _train(scratch: Path) -> None:
     sim = Simulation(SimConfig(protocol="craft", seed=7, events=3000, partitions=2, tables=3))
     write_archive(sim, scratch / "archive", "jvm-archive")
     options = RunOptions(warehouse=str(scratch / "warehouse"), protocol="craft", until_caught_up=True,
-                         max_buffer_rows=800, progress=False)
+                         max_buffer_rows=800, spill_rows=0, progress=False)  # a step each full buffer
     Engine(ArchiveSource(scratch / "archive"), options).run()
 
 

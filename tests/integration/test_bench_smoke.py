@@ -288,7 +288,7 @@ def test_sections_are_registered_in_one_place() -> None:
     assert bench.parse_args(["--ramp-rates", "100,200", "--ramp-tables", "3"]).ramp_rates == (100, 200)
     # Follow: a few hundred small steps locally, fewer on s3a:// (0: none), --quick fewer still.
     assert (full.follow_steps, full.follow_s3_steps, full.follow_rows_per_step, full.follow_read_repeat) == (
-        300, 80, 40, 3)
+        300, 80, 40, 5)
     assert (quick.follow_steps, quick.follow_s3_steps, quick.follow_read_repeat) == (120, 40, 1)
     assert bench.parse_args(["--follow-s3-steps", "0"]).follow_s3_steps == 0
     with pytest.raises(SystemExit):
