@@ -71,7 +71,7 @@ WARM_UP_STEPS = 10
 STEP_RATIO_TARGET = 1.1
 READ_RATIO_TARGET = 1.2
 MAINTENANCE_SHARE_TARGET = 0.1
-FILES_BOUND_SMALL = 16  # the default --min-small-files the runs use
+FILES_BOUND_SMALL = 8  # the default --min-small-files the runs use
 COMPACTING = "local, compacting"
 """The local run again, on the same stream, with a follower's compaction between steps."""
 
