@@ -89,8 +89,8 @@ def row_from_payload(payload: bytes, *, commit_ts: int, schema: str, table: str,
                      tuple(Column(*c) for c in old), partition_id, row_id, position=position)
 
 
-class _EventRows:
-    """Column lists of EVENTS_SCHEMA, flushed as record batches."""
+class EventRows:
+    """Column lists of EVENTS_SCHEMA, flushed as record batches (decoded here, spilled by the driver)."""
 
     def __init__(self) -> None:
         self.cols: list[list[Any]] = [[] for _ in EVENTS_SCHEMA]
@@ -131,7 +131,7 @@ def decode_batches(batches: Iterable[pa.RecordBatch], *, protocol: str, options:
     records = decoded = 0
     filtered: dict[str, int] = {}
     active = table_filter if table_filter is not None and table_filter.active else None
-    out = _EventRows()
+    out = EventRows()
     for batch in batches:
         cols = batch.to_pydict()
         for topic, p, o, stamp, key, value in zip(cols["topic"], cols["partition"], cols["offset"], cols["timestamp"],

@@ -83,16 +83,14 @@ class SpillFiles:
 
     def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]]) -> None:
         self.warm_up()
-        cols: list[list[object]] = [[] for _ in ex.EVENTS_SCHEMA]
+        out = ex.EventRows()
         idx: dict[tuple[int, int], int] = {}  # a record's rows, in order (Open Protocol batches rows)
         for row, partition, offset, wm_before in rows:
             i = idx[(partition, offset)] = idx.get((partition, offset), -1) + 1
-            for col, value in zip(cols, (partition, offset, i, ex.ROW, row.commit_ts, wm_before, ex.KEEP,
-                                         table[0], table[1], ex.row_payload(row)), strict=True):
-                col.append(value)
-        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, ex.EVENTS_SCHEMA, strict=True)]
+            out.add(partition, offset, i, ex.ROW, row.commit_ts, wm_before, ex.KEEP, table[0], table[1],
+                    ex.row_payload(row))
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_arrays(arrays, schema=ex.EVENTS_SCHEMA), sink)
+        pq.write_table(pa.Table.from_batches([out.flush()]), sink)
         self._n += 1
         path = self.io.join(self.root, f"{self._n:08d}.parquet")
         if is_url(path):
