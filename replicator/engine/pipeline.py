@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from replicator.codec import codec_for
 from replicator.codec.state import CodecState
 from replicator.codec.values import InvalidText
+from replicator.delta.typemap import spec_from_row
 from replicator.engine.applier import WarehouseApplier
 from replicator.engine.codecstate import restore_codec_state
 from replicator.engine.context import RunContext
@@ -42,6 +43,7 @@ from replicator.sources.claimcheck import ClaimChecks
 from replicator.sources.executor import check_row
 from replicator.sources.kafka import KafkaSource, Source
 from replicator.sources.storage_sink import StorageSinkSource
+from replicator.tables import TableName, TableSpec
 from replicator.warehouse import State, Warehouse
 
 if TYPE_CHECKING:
@@ -251,7 +253,7 @@ class Engine:
             self._stored.applied_ts = lambda: progress.applied_ts
             self._stored.ended_versions = progress.ended_versions
         partitions = self.source.partitions()
-        windower = Windower(partitions, state.progress, scope_of=ddl_scope, spill=self._spill())
+        windower = Windower(partitions, state.progress, scope_of=ddl_scope, spill=self._spill(state))
         cursors = state.progress.cursors
         self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
         if not (self.options.until_caught_up and self.source.caught_up()):
@@ -259,16 +261,28 @@ class Engine:
         decode = self.decode_record if self._stored is None else self._stored_decoder(windower)
         return ControlLoop(self.source, decode, applier, windower, self._loop_options())
 
-    def _spill(self) -> SpillFiles | None:
+    def _spill(self, state: State) -> SpillFiles | None:
         """Where a full buffer's complete rows wait (sources/spill.py): the warehouse's own records,
         which every executor reads; what a crashed run left there goes first (this run holds the
-        lease). None with --spill-rows 0."""
+        lease). A keyed table's rows are decoded there under its spec as the catalog holds it when
+        they are spilled (or as its first step will infer it). None with --spill-rows 0."""
         if self.options.spill_rows <= 0:
             return None
         from replicator.sources.spill import SpillFiles
 
+        def spec_of(table: TableName, row: RowChange) -> TableSpec | None:
+            """The table's spec as the catalog holds it, or as a step would infer it from `row`."""
+            entry = state.live_table(*table)
+            if entry is not None:
+                spec = entry.table_spec
+                return spec if spec.key else None
+            try:
+                return spec_from_row(row)
+            except ReplicatorError:  # no key, no columns: the step says so, from the events
+                return None
+
         edge = self.edge
-        self._spilled = SpillFiles((self.warehouse.meta / "spill").path, lambda: edge.delta.spark)
+        self._spilled = SpillFiles((self.warehouse.meta / "spill").path, lambda: edge.delta.spark, spec_of)
         self._spilled.forget_crashed()
         return self._spilled
 

@@ -195,6 +195,22 @@ def change_schema(spec: TableSpec) -> pa.Schema:
     return pa.schema(fields)
 
 
+def change_shape(spec: TableSpec) -> tuple[Any, ...]:
+    """What `change_batches` makes of rows depends on, of a spec: the same shape, the same changes."""
+    return tuple(spec.key), tuple((c.name, c.spark_type.upper().replace(" ", ""), tuple(c.labels), c.is_set)
+                                  for c in spec.columns)
+
+
+@dataclasses.dataclass(frozen=True)
+class TypedRows:
+    """A table's rows already made `change_batches` under a spec of `shape`, in Parquet `files`
+    (a spill's, sources/spill.py). `distinct`: every change an INSERT's, each of its own key."""
+
+    shape: tuple[Any, ...]
+    files: tuple[str, ...]
+    distinct: bool
+
+
 def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: TableSpec) -> Iterator[pa.RecordBatch]:
     """A table's row changes (`ts`, `partition`, `offset`, `idx`, `payload`) as key changes, as the
     driver reader's `collapse` sees them: a delete of a key, an upsert of a full image, and for an

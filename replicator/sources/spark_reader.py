@@ -86,9 +86,11 @@ class SparkBatch:
     """One batch of the Spark reader: the decoded events of some offset ranges, persisted on the
     executors until `close`. Implements the windower's `RowIndex` (engine/batch.py) over them."""
 
-    def __init__(self, spark: SparkSession, topic: str, events: DataFrame, *, vouched: bool = False) -> None:
+    def __init__(self, spark: SparkSession, topic: str, events: DataFrame, *, vouched: bool = False,
+                 typed: ex.TypedRows | None = None) -> None:
         self.spark, self.topic, self.events = spark, topic, events
         self.vouched = vouched  # rows the driver read and spilled (sources/spill.py), engine/rows.py
+        self.typed = typed  # the same rows, already decoded (the spill's)
         self.cut: dict[int, int] = {}  # partition -> first offset not taken (a dead letter under --on-error stop)
         self.tables: dict[TableName, TableAgg] = {}
         self.drops: dict[int, int] = {}  # drop kind -> rows
@@ -207,13 +209,20 @@ class SparkBatch:
         def to_changes(batches: Iterable[Any]) -> Iterator[Any]:
             return ex.change_batches(batches, topic=topic, spec=spec)
 
-        keyed = (self._span(table, lo, hi).select("ts", "partition", "offset", "idx", "payload")
-                 .mapInArrow(to_changes, ddl))
+        cols = [f"_c{i}" for i in range(len(spec.columns))] + ["_op", "_fresh", "_pre"]
+        typed = self.typed if self.typed is not None and self.typed.shape == ex.change_shape(spec) else None
+        if typed is not None:  # decoded as they were spilled, under a spec of this shape
+            keyed = self.spark.read.schema(ddl).parquet(*typed.files).filter(
+                (F.col("_ts") > lo) & (F.col("_ts") <= hi))
+            if typed.distinct:  # one change per key, an INSERT: its key's last change and its first
+                return keyed.withColumn("_fresh", F.col("_ins")).select(*cols)
+        else:
+            keyed = (self._span(table, lo, hi).select("ts", "partition", "offset", "idx", "payload")
+                     .mapInArrow(to_changes, ddl))
         idx = {c.name: i for i, c in enumerate(spec.columns)}
         window = Window.partitionBy(*[F.col(f"_c{idx[k]}") for k in spec.key]).orderBy(
             *[F.col(c).desc() for c in ex.ORDER_COLUMNS])
         whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-        cols = [f"_c{i}" for i in range(len(spec.columns))] + ["_op", "_fresh", "_pre"]
         return (keyed.withColumn("_rn", F.row_number().over(window))
                 .withColumn("_fresh", F.last("_ins").over(whole))  # newest first: the last is the first change
                 .withColumn("_pre", F.max("_pre").over(whole))

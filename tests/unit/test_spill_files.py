@@ -1,18 +1,20 @@
 """The spill's files (sources/spill.py) without Spark: rows written as the Spark reader's events
 (every row buffered, its position, the watermark before it, a record's rows numbered in order),
 a file per table and spill, deleted once applied, and a crashed run's left behind deleted by the
-next run."""
+next run; a keyed table's rows also written typed under its spec, while every spill of it can be."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from replicator.events import Position
+from replicator.events import Column, Flag, Op, Position, RowChange, TypeCode
 from replicator.sources import executor as ex
 from replicator.sources.spill import SpillFiles
+from replicator.tables import ColumnSpec, TableSpec
 from tests.unit.test_loop import ins
 
 
@@ -57,3 +59,51 @@ def test_a_span_of_a_table_never_spilled_is_a_bug_not_a_guess(tmp_path: Path) ->
     spill = SpillFiles(str(tmp_path / "spill"), no_spark)  # type: ignore[arg-type]
     with pytest.raises(KeyError):
         spill.source(("s", "t"))
+
+
+
+T = ("s", "t")
+SPEC = TableSpec("s", "t", (ColumnSpec("id", "int"), ColumnSpec("v", "bigint")), ("id",))
+WIDER = TableSpec("s", "t", (*SPEC.columns, ColumnSpec("w", "string")), ("id",))
+
+
+def _row(op: Op, key: int, *, name: str = "v") -> RowChange:
+    cols = (Column("id", TypeCode.LONG, Flag.HANDLE_KEY, key), Column(name, TypeCode.LONG, 0, key * 10))
+    return RowChange(10 + key, "s", "t", op, () if op is Op.DELETE else cols, cols if op is Op.DELETE else ())
+
+
+@pytest.mark.parametrize(("rows", "distinct"), [
+    ([[_row(Op.INSERT, 1), _row(Op.INSERT, 2)], [_row(Op.INSERT, 3)]], True),
+    ([[_row(Op.INSERT, 1)], [_row(Op.INSERT, 2), _row(Op.INSERT, 1)]], False),  # a key twice, across spills
+    ([[_row(Op.INSERT, 1), _row(Op.UPDATE, 2)]], False),
+    ([[_row(Op.INSERT, 1), _row(Op.DELETE, 2)]], False),
+    ([[_row(Op.INSERT, 1)], [_row(Op.INSERT, 2, name="w")]], None),  # a column the spec lacks: the events
+])
+def test_rows_are_typed_under_their_spec_and_distinct_inserts_told_apart(
+        tmp_path: Path, rows: list[list[RowChange]], distinct: bool | None) -> None:
+    """A table's rows are also written as the typed changes of its spec; a span reads them when
+    every spill of the table could be (else its events), and skips the window when they are all
+    INSERTs of distinct keys. A clear forgets both."""
+    spill = SpillFiles(str(tmp_path / "spill"), no_spark, lambda *_: SPEC)  # type: ignore[arg-type]
+    for n, chunk in enumerate(rows):
+        spill.write(T, "topic", [(r, 0, 10 * n + i, 0) for i, r in enumerate(chunk)])
+    typed = spill.typed(T)
+    assert (typed.distinct if typed is not None else None) == distinct
+    files = sorted(Path(spill.root).glob("*.parquet"))
+    assert len(files) == len(rows) * (2 if typed is not None else 1)  # a typed file went with its table's typing
+    if typed is not None:
+        assert typed.shape == ex.change_shape(SPEC) and set(typed.files) <= {str(f) for f in files}
+        got = pq.read_table(typed.files[0])
+        assert got.schema == ex.change_schema(SPEC)
+        assert got.column("_c0").to_pylist() == [r.image[0].value for r in rows[0]]
+    spill.clear()
+    assert spill.typed(T) is None and not list(Path(spill.root).glob("*.parquet"))
+
+
+@pytest.mark.parametrize("spec_of", [lambda *_: None, lambda t, r: SPEC if r.commit_ts < 12 else WIDER])
+def test_a_table_without_a_spec_or_whose_spec_changed_reads_its_events(tmp_path: Path, spec_of: Any) -> None:
+    spill = SpillFiles(str(tmp_path / "spill"), no_spark, spec_of)  # type: ignore[arg-type]
+    spill.write(T, "topic", [(_row(Op.INSERT, 1), 0, 0, 0)])
+    spill.write(T, "topic", [(_row(Op.INSERT, 2), 0, 1, 0)])
+    assert spill.typed(T) is None
+    assert len(list(Path(spill.root).glob("*.parquet"))) == 2
