@@ -15,7 +15,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from replicator.engine.spark_edge import SparkEdge
 from replicator.engine.summary import RunSummary, TableCounts
 from replicator.engine.window import Windower
 from replicator.errors import ConfigError, ReplicatorError
-from replicator.events import TP, Event, Position, Record, RowChange
+from replicator.events import TP, DdlCode, DdlEvent, Event, Position, Record, RowChange
 from replicator.metrics import Metrics
 from replicator.shards import Identities
 from replicator.sources.claimcheck import ClaimChecks
@@ -57,6 +57,27 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "Protocol", "Reader", "RunOptions", "RunSummary", "TableCounts", "WarehouseApplier"]
 
 log = logging.getLogger("replicator")
+
+
+def spill_spec(state: State, unapplied: Sequence[DdlEvent], table: TableName, row: RowChange) -> TableSpec | None:
+    """The spec a table's spilled rows will most likely be applied under, to decode them as they
+    are spilled (sources/spill.py; the step checks it): the catalog's; else the one its CREATE
+    TABLE still in the buffer (`unapplied`) makes; else the one a step infers from `row`. None
+    for a table without a key."""
+    from replicator.delta.ddl import planned_table
+
+    entry = state.live_table(*table)
+    if entry is not None:
+        spec: TableSpec | None = entry.table_spec
+    else:
+        creates = [d for d in unapplied if d.ddl_type == DdlCode.CREATE_TABLE
+                   and (d.schema, d.table) == table and d.commit_ts <= row.commit_ts]
+        planned = planned_table(creates[-1]) if creates else None
+        try:
+            spec = planned[0] if planned is not None else spec_from_row(row)
+        except ReplicatorError:  # no key, no columns: the step says so, from the events
+            spec = None
+    return spec if spec is not None and spec.key else None
 
 
 class Engine:
@@ -253,7 +274,9 @@ class Engine:
             self._stored.applied_ts = lambda: progress.applied_ts
             self._stored.ended_versions = progress.ended_versions
         partitions = self.source.partitions()
-        windower = Windower(partitions, state.progress, scope_of=ddl_scope, spill=self._spill(state))
+        windower: Windower | None = None
+        spill = self._spill(state, lambda: windower.unapplied_ddls() if windower is not None else [])
+        windower = Windower(partitions, state.progress, scope_of=ddl_scope, spill=spill)
         cursors = state.progress.cursors
         self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
         if not (self.options.until_caught_up and self.source.caught_up()):
@@ -261,25 +284,17 @@ class Engine:
         decode = self.decode_record if self._stored is None else self._stored_decoder(windower)
         return ControlLoop(self.source, decode, applier, windower, self._loop_options())
 
-    def _spill(self, state: State) -> SpillFiles | None:
+    def _spill(self, state: State, pending: Callable[[], list[DdlEvent]]) -> SpillFiles | None:
         """Where a full buffer's complete rows wait (sources/spill.py): the warehouse's own records,
         which every executor reads; what a crashed run left there goes first (this run holds the
-        lease). A keyed table's rows are decoded there under its spec as the catalog holds it when
-        they are spilled (or as its first step will infer it). None with --spill-rows 0."""
+        lease). A keyed table's rows are decoded there under the spec it will most likely have
+        when they are applied (`spec_of`; the step checks it). None with --spill-rows 0."""
         if self.options.spill_rows <= 0:
             return None
         from replicator.sources.spill import SpillFiles
 
         def spec_of(table: TableName, row: RowChange) -> TableSpec | None:
-            """The table's spec as the catalog holds it, or as a step would infer it from `row`."""
-            entry = state.live_table(*table)
-            if entry is not None:
-                spec = entry.table_spec
-                return spec if spec.key else None
-            try:
-                return spec_from_row(row)
-            except ReplicatorError:  # no key, no columns: the step says so, from the events
-                return None
+            return spill_spec(state, pending(), table, row)
 
         edge = self.edge
         self._spilled = SpillFiles((self.warehouse.meta / "spill").path, lambda: edge.delta.spark, spec_of)

@@ -298,6 +298,10 @@ class Windower:
         """Rows in memory (not those spilled)."""
         return self._buffered
 
+    def unapplied_ddls(self) -> list[DdlEvent]:
+        """The DDLs read and not applied yet, in (commit ts, arrival) order."""
+        return [p.ddl for p in sorted(self._ddls.values(), key=lambda p: (p.ddl.commit_ts, p.seq))]
+
     @property
     def spilled_rows(self) -> int:
         return self.spill.rows if self.spill is not None and self._spill_topic else 0
