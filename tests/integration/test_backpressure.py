@@ -17,7 +17,10 @@ from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables, read_warehouse
 from replicator.sim.sinks import produce as produce_sim
 from replicator.sim.stream import Simulation
+from replicator.sources.executor import TypedRows
 from replicator.sources.kafka import KafkaSource
+from replicator.sources.spill import SpillFiles
+from replicator.tables import TableName
 from tests.integration.helpers import run_engine
 from tests.kafka_fixtures import kafka_bootstrap, new_topic  # noqa: F401  (kafka_bootstrap is a fixture)
 
@@ -27,9 +30,9 @@ pytestmark = pytest.mark.integration
 def test_a_skewed_catch_up_with_a_small_buffer_pauses_spills_and_stays_exact(
         kafka_bootstrap: str, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A 100-row buffer pauses partitions, and (--spill-rows, the default) moves its complete rows
-    to the warehouse's spill instead of forcing a step: the run steps as the default buffer's does
-    (its DDLs cut the same steps; unit-tested: without spilling, several times as many), every
-    table equals the simulator's, and nothing is left in the spill."""
+    to the warehouse's spill (decoded as they are spilled) instead of forcing a step: the run steps
+    as the default buffer's does (its DDLs cut the same steps; unit-tested: without spilling,
+    several times as many), every table equals the simulator's, and nothing is left in the spill."""
     sim = Simulation(SimConfig(protocol="canal-json", seed=7, events=1500, partitions=3, tables=4, ddl="auto",
                                dispatcher="table", hot_share=0.8))
     topic = new_topic(kafka_bootstrap, 3)
@@ -42,6 +45,14 @@ def test_a_skewed_catch_up_with_a_small_buffer_pauses_spills_and_stays_exact(
         real(self, partitions)
 
     monkeypatch.setattr(KafkaSource, "pause_only", recorded)
+    typed: list[TypedRows | None] = []
+    real_typed = SpillFiles.typed
+
+    def typed_of(self: SpillFiles, table: TableName) -> TypedRows | None:
+        typed.append(real_typed(self, table))
+        return typed[-1]
+
+    monkeypatch.setattr(SpillFiles, "typed", typed_of)
     steps = {}
     for label, buffer in (("spilled", 100), ("default", None)):
         wh = tmp_path / label
@@ -53,4 +64,6 @@ def test_a_skewed_catch_up_with_a_small_buffer_pauses_spills_and_stays_exact(
         steps[label] = summary.steps
         if label == "spilled":
             assert sum(1 for p in paused if p) >= 3 and frozenset() in paused  # paused, and resumed
+            # tables created in the buffer: their rows decoded as they were spilled, under their CREATE's spec
+            assert any(t is not None for t in typed), typed
     assert steps["spilled"] <= steps["default"] + 1, steps
