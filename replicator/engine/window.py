@@ -410,9 +410,11 @@ class Windower:
             assert self.spill is not None
             spill, lo = self.spill, self.applied_ts
             top = min(hi, self._spill_hi)
-            # a table's stamps are those above the applied watermark (`commit` drops the others)
-            rows.update({t: RowSpan(lo, top, spill.source(t)) for t, stamps in self._spill_ts.items()
-                         if stamps and stamps[0] <= top})
+            # a table's stamps are those above the applied watermark (`commit` drops the others); its
+            # span starts at its first, so no DDL before it (its CREATE) cuts off an empty segment
+            # that a Spark job would then find empty
+            rows.update({t: RowSpan(max(lo, stamps[0] - 1), top, spill.source(t))
+                         for t, stamps in self._spill_ts.items() if stamps and stamps[0] <= top})
         return Step(hi, rows, tuple(ddls))
 
     def _first_row_after(self, scope: DdlScope, ts: int, hi: int) -> int | None:
