@@ -8,14 +8,14 @@ changes) all use it, and the Delta edge sits below the other two. Pure: no Spark
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from replicator.errors import SchemaError
 from replicator.events import Column, Op, RowChange, Value
 
-__all__ = ["Change", "all_fresh", "collapse", "key_of"]
+__all__ = ["Change", "ChangeSummary", "all_fresh", "collapse", "key_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,21 @@ class Change:
     # The key's first change in the rows collapsed was a trusted INSERT: the key was absent before
     # them, so its net effect needs no lookup of the table (an append, or nothing for a delete).
     fresh: bool = False
+
+
+@dataclass(frozen=True)
+class ChangeSummary:
+    """What a write of net changes (one per key) decides by before it writes them: how many, how
+    many deletes, whether all are fresh inserts, the key range it may prune the table to. A Spark
+    source is counted by a Spark job for it; a spilled span's driver knew it as it spilled the
+    rows (sources/spill_index.py), which spares that job."""
+
+    rows: int  # keys changed (net changes)
+    deletes: int
+    fresh: bool  # every key's first change was an INSERT
+    pre_images: bool  # one change was an UPDATE with its pre-image (the stream tells inserts apart)
+    bounds: Mapping[int, tuple[Any, Any]]  # per key column index: (min, max) of its typed values
+    key_hashes: frozenset[int] | None = None  # hash(Change.key) of every key changed (None: not known)
 
 
 def _missing_key(row: RowChange, name: str) -> SchemaError:

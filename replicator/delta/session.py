@@ -32,10 +32,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from replicator.changes import ChangeSummary
 from replicator.errors import LeaseLostError, StorageError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from replicator.tables import TableSpec
 
 log = logging.getLogger("replicator")
 
@@ -61,6 +64,28 @@ ONE_FILE_MAX_ROWS = 100_000
 def one_file(frame: DataFrame, rows: int) -> DataFrame:
     """`frame` (a write's source of `rows` changes) as one partition when it is small."""
     return frame.coalesce(1) if rows <= ONE_FILE_MAX_ROWS else frame
+
+
+def frame_summary(frame: DataFrame, spec: TableSpec) -> ChangeSummary:
+    """A write's source of net changes (`_c<i>`, `_op`, optionally `_fresh` and `_pre`) counted by
+    one Spark job: changes, deletes, whether all are fresh inserts, each key column's range."""
+    from pyspark.sql import functions as F
+
+    from replicator.runtime.spark import executor_errors
+
+    keys = [i for i, c in enumerate(spec.columns) if c.name in spec.key]
+    aggs = [F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("_op"), F.lit(0)).alias("d")]
+    has_fresh = "_fresh" in frame.columns and "_pre" in frame.columns
+    if has_fresh:
+        aggs += [F.coalesce(F.min("_fresh"), F.lit(1)).alias("f"), F.coalesce(F.max("_pre"), F.lit(0)).alias("p")]
+    for i in keys:
+        aggs += [F.min(f"_c{i}").alias(f"lo{i}"), F.max(f"_c{i}").alias(f"hi{i}")]
+    started = time.monotonic()
+    with executor_errors(f"the changes of {spec.schema}.{spec.table}"):
+        stats = frame.agg(*aggs).collect()[0]
+    log.debug("changes of %s.%s: %d in %.2f s", spec.schema, spec.table, stats["n"], time.monotonic() - started)
+    return ChangeSummary(int(stats["n"]), int(stats["d"]), has_fresh and int(stats["f"]) == 1,
+                         has_fresh and int(stats["p"]) == 1, {i: (stats[f"lo{i}"], stats[f"hi{i}"]) for i in keys})
 
 
 def statement_kind(statement: str) -> str | None:

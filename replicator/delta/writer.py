@@ -34,7 +34,6 @@ import json
 import logging
 import posixpath
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,10 +44,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from replicator.changes import Change, all_fresh
+from replicator.changes import Change, ChangeSummary, all_fresh
 from replicator.delta.features import DEFAULT_PROFILE, Profile, check_profile, create_properties
 from replicator.delta.schemachange import DEFAULT_REWRITE_LIMIT, DEFAULT_SCHEMA_CHANGE, SchemaChange
-from replicator.delta.session import DeltaSession, is_commit_raced, one_file
+from replicator.delta.session import DeltaSession, frame_summary, is_commit_raced, one_file
 from replicator.delta.session import is_conflict as is_conflict  # re-exported: callers import it from here
 from replicator.delta.typemap import arrow_type_name, converter_for, quote_string
 from replicator.errors import SchemaError, StateError
@@ -490,42 +489,27 @@ class TableWriter(DeltaSession):
         return MergeResult(rows, rows, 0, self.cached_version(path), False, rows, kind="append")
 
     def merge_frame(self, path: str, uid: str, spec: TableSpec, frame: DataFrame, version: int,
-                    metadata: dict[str, Any], *, trust_inserts: bool | None = False) -> MergeResult:
+                    metadata: dict[str, Any], *, trust_inserts: bool | None = False,
+                    summary: ChangeSummary | None = None) -> MergeResult:
         """One idempotent write from a distributed source of the positional shape (`_c<i>`, `_op`,
         and optionally `_fresh` and `_pre`; one change per key), as `--reader spark` builds it on
-        the executors. The source is persisted for the write's scans and counted first (one job:
-        changes, deletes, key range, whether all are fresh inserts); an empty source commits
-        nothing. Its inserts count as inserts when `trust_inserts` or when one of its changes was
-        an update with a pre-image (the result's `pre_images`); never when `trust_inserts` is None.
-        It may belong to another session (the reader's): it is reached through a global temp view."""
+        the executors. The source is persisted for the write's scans and counted first (one job,
+        `frame_summary`) unless its `summary` is known; an empty source commits nothing. Its inserts
+        count as inserts when `trust_inserts` or when one of its changes was an update with a
+        pre-image (the result's `pre_images`); never when `trust_inserts` is None. It may belong to
+        another session (the reader's): it is reached through a global temp view."""
         from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        from replicator.runtime.spark import executor_errors
 
         self._check_key(spec)
         if self._skip(path, uid, version):
             return MergeResult(0, 0, 0, self.cached_version(path), True, kind="none")
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            keys = [i for i, c in enumerate(spec.columns) if c.name in spec.key]
-            aggs = [F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("_op"), F.lit(0)).alias("d")]
-            has_fresh = "_fresh" in frame.columns and "_pre" in frame.columns
-            if has_fresh:
-                aggs += [F.coalesce(F.min("_fresh"), F.lit(1)).alias("f"),
-                         F.coalesce(F.max("_pre"), F.lit(0)).alias("p")]
-            for i in keys:
-                aggs += [F.min(f"_c{i}").alias(f"lo{i}"), F.max(f"_c{i}").alias(f"hi{i}")]
-            started = time.monotonic()
-            with executor_errors(f"the changes of {spec.schema}.{spec.table}"):
-                stats = frame.agg(*aggs).collect()[0]
-            log.debug("changes of %s.%s: %d in %.2f s", spec.schema, spec.table, stats["n"], time.monotonic() - started)
-            n, d = int(stats["n"]), int(stats["d"])
+            stats = summary or frame_summary(frame, spec)
+            n, d, pre = stats.rows, stats.deletes, stats.pre_images
             if not n:
                 return MergeResult(0, 0, 0, self.cached_version(path), True, kind="none")
-            pre = has_fresh and int(stats["p"]) == 1
-            fresh = (has_fresh and self.append_fresh and trust_inserts is not None and int(stats["f"]) == 1
-                     and (trust_inserts or pre))
+            fresh = self.append_fresh and trust_inserts is not None and stats.fresh and (trust_inserts or pre)
             if fresh and n == d:  # every key inserted and deleted again: nothing to write
                 self._done(path, uid, version)
                 return MergeResult(n, 0, d, self.cached_version(path), False, kind="none", pre_images=pre)
@@ -537,10 +521,8 @@ class TableWriter(DeltaSession):
                 if fresh and not as_merge:
                     return dataclasses.replace(self._append_ref(path, spec, ref, n - d, version, metadata),
                                                rows=n, deletes=d)
-                return self._merge_view(
-                    path, spec, ref, n, d,
-                    lambda: key_range_from(spec, lambda i: (stats[f"lo{i}"], stats[f"hi{i}"])),
-                    version, metadata)
+                return self._merge_view(path, spec, ref, n, d, lambda: key_range_from(spec, stats.bounds.__getitem__),
+                                        version, metadata)
 
             try:
                 res = self._raced(path, uid, version, write, lambda: self._skipped(path, n, d))

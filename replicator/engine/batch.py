@@ -71,6 +71,9 @@ class NoRows:
     def changes(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> Any:
         raise RuntimeError("a batch without rows has no changes")
 
+    def summary(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> None:
+        return None
+
 
 class BatchWindower(Windower):
     """A `Windower` fed only the resolved and DDL events of a batch; its rows are in `index`."""

@@ -14,21 +14,23 @@ it forget that table's keys when it is applied (engine/ddlstep.py): what was wri
 gone, so the same keys inserted again are appended. A table's keys follow its uid, which RENAME,
 DROP and RECOVER keep (a recovered table has its rows back) and a new CREATE never reuses. The
 Spark reader's keys stay on the executors, so it appends only when told to ("forced"). Rows a
-full buffer spilled (`vouched` spans) are appended as driver rows are, into a table this run has
-not written yet; their keys are not collected, so the table is not tracked after them (`claim`)."""
+full buffer spilled (`vouched` spans) are appended as driver rows are: the spill's index holds
+their keys' hashes (sources/spill_index.py), checked and added like driver keys; a span read from
+the events has none, so it is appended only into a table this run has not written yet, which is
+not tracked after it (`claim`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from replicator.changes import Change, all_fresh, collapse
 from replicator.engine.plan import Segment
-from replicator.engine.rows import after, count_on_driver, on_driver, span_changes, vouched
+from replicator.engine.rows import after, count_on_driver, on_driver, span_changes, span_summary, vouched
 from replicator.engine.spark_edge import SparkEdge
 from replicator.errors import SchemaError
 from replicator.events import Op, RowChange
@@ -69,6 +71,10 @@ class WrittenKeys:
         self._lock = threading.Lock()
 
     def may_append(self, uid: str, key: Sequence[str], changes: Sequence[Change]) -> bool:
+        return self.may_append_hashes(uid, key, [hash(c.key) for c in changes])
+
+    def may_append_hashes(self, uid: str, key: Sequence[str], hashes: Iterable[int]) -> bool:
+        """No key of `hashes` (`hash(Change.key)`) was written by this run into the table."""
         with self._lock:
             if uid in self._untracked:
                 return False
@@ -77,9 +83,12 @@ class WrittenKeys:
                 return True
             if known[0] != tuple(key):
                 return False
-            return not any(hash(c.key) in known[1] for c in changes)
+            return known[1].isdisjoint(hashes)
 
     def add(self, uid: str, key: Sequence[str], changes: Sequence[Change]) -> None:
+        self.add_hashes(uid, key, [hash(c.key) for c in changes])
+
+    def add_hashes(self, uid: str, key: Sequence[str], hashes: Iterable[int]) -> None:
         with self._lock:
             if uid in self._untracked:
                 return
@@ -88,7 +97,7 @@ class WrittenKeys:
                 self._forget(uid)
                 return
             before = len(seen)
-            seen.update(hash(c.key) for c in changes)
+            seen.update(hashes)
             self._total += len(seen) - before
             if self._total > self.limit:
                 self._forget(uid)
@@ -153,19 +162,26 @@ class SegmentMerger:
         rows = on_driver(rest)
         if rows is None:  # on the executors: they collapse the span's changes
             frame = span_changes(rest, spec, seg.table)
+            summary = span_summary(rest, spec, seg.table)
+            keys = None if summary is None or not vouched(rest) else summary.key_hashes
             trust: bool | None = None  # its keys are not at hand (module doc)
             if job.inserts == "forced":
                 trust = True
-            elif vouched(rest) and self.written.claim(entry.uid) and job.inserts in ("trusted", "proof"):
+            elif job.inserts in ("trusted", "proof") and vouched(rest) and (
+                    self.written.may_append_hashes(entry.uid, spec.key, keys) if keys is not None
+                    else self.written.claim(entry.uid)):
                 trust = job.inserts == "trusted"  # "proof": appended once the span shows a pre-image
             fault_timer("mid_merge")
             with self._in_flight():
-                res = delta.merge_frame(entry.path, entry.uid, spec, frame, seg.version, meta, trust_inserts=trust)
+                res = delta.merge_frame(entry.path, entry.uid, spec, frame, seg.version, meta, trust_inserts=trust,
+                                        summary=summary)
                 if res.kind == "append":
                     fault_point("after_append")
                 fault_point("after_merge")
                 if self._running > 1:
                     fault_point("tables_in_flight")
+            if keys is not None and job.inserts != "forced":
+                self.written.add_hashes(entry.uid, spec.key, keys)
             return job, res
         pre = any(r.op is Op.UPDATE and r.old_columns for r in rows)
         trust = job.inserts in ("forced", "trusted") or (job.inserts == "proof" and pre)

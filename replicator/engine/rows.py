@@ -18,6 +18,7 @@ from replicator.events import RowChange
 from replicator.tables import TableName
 
 if TYPE_CHECKING:
+    from replicator.changes import ChangeSummary
     from replicator.tables import TableSpec
 
 
@@ -33,6 +34,10 @@ class SpanSource(Protocol):
 
     def changes(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> Any:
         """The net change per key of those rows, as a MERGE source DataFrame."""
+
+    def summary(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> ChangeSummary | None:
+        """What those changes are (counts, fresh inserts, key range, keys) when known without
+        a Spark job (a spill's); None: the write counts them."""
 
 
 class Spill(Protocol):
@@ -126,3 +131,10 @@ def span_changes(rows: Rows, spec: TableSpec, table: TableName) -> Any:
     if not isinstance(rows, RowSpan):
         raise TypeError("rows in driver memory are collapsed on the driver, not fetched as a span")
     return rows.where().changes(spec, table, rows.lo, rows.hi)
+
+
+def span_summary(rows: Rows, spec: TableSpec, table: TableName) -> ChangeSummary | None:
+    """What `span_changes` holds, when its source knows without a Spark job (`SpanSource.summary`)."""
+    if not isinstance(rows, RowSpan):
+        raise TypeError("rows in driver memory are collapsed on the driver, not summarized as a span")
+    return rows.where().summary(spec, table, rows.lo, rows.hi)

@@ -201,22 +201,14 @@ def change_shape(spec: TableSpec) -> tuple[Any, ...]:
                                   for c in spec.columns)
 
 
-@dataclasses.dataclass(frozen=True)
-class TypedRows:
-    """A table's rows already made `change_batches` under a spec of `shape`, in Parquet `files`
-    (a spill's, sources/spill.py). `distinct`: every change an INSERT's, each of its own key."""
-
-    shape: tuple[Any, ...]
-    files: tuple[str, ...]
-    distinct: bool
-
-
-def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: TableSpec) -> Iterator[pa.RecordBatch]:
+def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: TableSpec,
+                   key_hashes: list[int] | None = None) -> Iterator[pa.RecordBatch]:
     """A table's row changes (`ts`, `partition`, `offset`, `idx`, `payload`) as key changes, as the
     driver reader's `collapse` sees them: a delete of a key, an upsert of a full image, and for an
     update that changed the key, a delete of the old key first. The last change per key is
     chosen afterwards (by ORDER_COLUMNS); raises SchemaError for a row with a column the table does
-    not have or without its key, naming the row's position."""
+    not have or without its key, naming the row's position. `key_hashes` (the driver's spill)
+    gains `hash(Change.key)` of each change made, in order."""
     schema = change_schema(spec)
     names = {c.name for c in spec.columns}
     key = tuple(spec.key)
@@ -284,4 +276,6 @@ def change_batches(batches: Iterable[pa.RecordBatch], *, topic: str, spec: Table
             arrays.append(pa.array([x[j] for x in order], type=t))
         for j in (0, 1):
             arrays.append(pa.array([f[j] for f in flags], type=pa.int8()))
+        if key_hashes is not None:
+            key_hashes.extend(map(hash, keys))
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from replicator.changes import ChangeSummary
 from replicator.codec.values import DecodeOptions
 from replicator.events import Event, Position, Record, Resolved, RowChange
 from replicator.filters import TableFilter
 from replicator.runtime.spark import executor_errors
 from replicator.sources import executor as ex
 from replicator.sources.kafka import KafkaSettings
+from replicator.sources.spill_index import ROW_COLUMN, SpanPlan, TypedRows
 from replicator.tables import DdlScope, TableName, TableSpec
 
 if TYPE_CHECKING:
@@ -87,10 +89,11 @@ class SparkBatch:
     executors until `close`. Implements the windower's `RowIndex` (engine/batch.py) over them."""
 
     def __init__(self, spark: SparkSession, topic: str, events: DataFrame, *, vouched: bool = False,
-                 typed: ex.TypedRows | None = None) -> None:
+                 typed: TypedRows | None = None) -> None:
         self.spark, self.topic, self.events = spark, topic, events
         self.vouched = vouched  # rows the driver read and spilled (sources/spill.py), engine/rows.py
         self.typed = typed  # the same rows, already decoded (the spill's)
+        self._plans: dict[tuple[int, int], SpanPlan | None] = {}  # a span's, from the typed rows' index
         self.cut: dict[int, int] = {}  # partition -> first offset not taken (a dead letter under --on-error stop)
         self.tables: dict[TableName, TableAgg] = {}
         self.drops: dict[int, int] = {}  # drop kind -> rows
@@ -210,12 +213,15 @@ class SparkBatch:
             return ex.change_batches(batches, topic=topic, spec=spec)
 
         cols = [f"_c{i}" for i in range(len(spec.columns))] + ["_op", "_fresh", "_pre"]
-        typed = self.typed if self.typed is not None and self.typed.shape == ex.change_shape(spec) else None
+        typed = self._typed(spec)
         if typed is not None:  # decoded as they were spilled, under a spec of this shape
-            keyed = self.spark.read.schema(ddl).parquet(*typed.files).filter(
+            keyed = self.spark.read.schema(f"{ddl}, `{ROW_COLUMN}` BIGINT").parquet(*typed.files).filter(
                 (F.col("_ts") > lo) & (F.col("_ts") <= hi))
-            if typed.distinct:  # one change per key, an INSERT: its key's last change and its first
-                return keyed.withColumn("_fresh", F.col("_ins")).select(*cols)
+            plan = self._plan(typed, lo, hi)
+            if plan is not None and plan.superseded is not None:  # each key's last change, by row number
+                if plan.superseded:
+                    keyed = keyed.filter(~F.col(ROW_COLUMN).isin(plan.superseded))
+                return keyed.select(*cols[:-2])  # the summary tells fresh inserts and pre-images
         else:
             keyed = (self._span(table, lo, hi).select("ts", "partition", "offset", "idx", "payload")
                      .mapInArrow(to_changes, ddl))
@@ -227,6 +233,21 @@ class SparkBatch:
                 .withColumn("_fresh", F.last("_ins").over(whole))  # newest first: the last is the first change
                 .withColumn("_pre", F.max("_pre").over(whole))
                 .filter(F.col("_rn") == 1).select(*cols))
+
+    def summary(self, spec: TableSpec, table: TableName, lo: int, hi: int) -> ChangeSummary | None:
+        """What `changes` holds, as the driver knows it without a Spark job (a typed spill's
+        index, sources/spill_index.py); None when only counting it can tell."""
+        typed = self._typed(spec)
+        plan = None if typed is None else self._plan(typed, lo, hi)
+        return None if plan is None else plan.summary
+
+    def _typed(self, spec: TableSpec) -> TypedRows | None:
+        return self.typed if self.typed is not None and self.typed.shape == ex.change_shape(spec) else None
+
+    def _plan(self, typed: TypedRows, lo: int, hi: int) -> SpanPlan | None:
+        if (lo, hi) not in self._plans:
+            self._plans[(lo, hi)] = typed.index.plan(lo, hi)
+        return self._plans[(lo, hi)]
 
     def close(self) -> None:
         self.events.unpersist()

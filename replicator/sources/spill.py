@@ -22,10 +22,9 @@ Parquet, without a Python worker decoding each row on the executors (about 0.6 s
 per table and step on a small machine). A span under another spec (a DDL applied between) or a
 row that does not decode under it reads the events instead, as before.
 
-A table whose typed rows are all INSERTs of distinct keys (what a backlog of new rows is) is
-marked so as they are written: each key then has exactly one change, so its span skips the
-last-change-per-key window and its shuffle. The keys are kept as hashes of their typed values,
-one per spilled row (`--spill-rows` bounds them); a collision only costs the window.
+The driver also keeps an index of each table's typed changes (sources/spill_index.py): a span's
+count, deletes, fresh inserts and key range come from it, not from a Spark job, and the changes a
+later one of their key supersedes are dropped by row number instead of by a window.
 """
 
 from __future__ import annotations
@@ -39,12 +38,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replicator.errors import ReplicatorError
 from replicator.events import RowChange
 from replicator.sources import executor as ex
+from replicator.sources.spill_index import ChangeIndex, TypedRows
 from replicator.storage import fileio_for, is_url
 from replicator.tables import TableName, TableSpec
 
@@ -63,27 +62,14 @@ def _warm(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 class _Typed:
-    """A table's spilled rows decoded under one spec, in files beside its events, and whether
-    they are all INSERTs of distinct keys (hashes of the keys' typed values: a collision only
-    costs the window)."""
+    """A table's spilled rows decoded under one spec, in files beside its events, and the driver's
+    index of them (sources/spill_index.py)."""
 
     def __init__(self, spec: TableSpec) -> None:
         self.spec = spec
         self.shape = ex.change_shape(spec)
         self.files: list[str] = []
-        self.keys: set[int] | None = set()  # None: not (or no longer) distinct inserts
-        self._key = [f"_c{i}" for i, c in enumerate(spec.columns) if c.name in spec.key]
-
-    def add(self, data: pa.Table) -> None:
-        if self.keys is None:
-            return
-        if data.num_rows and pc.min(data.column("_ins")).as_py() != 1:  # an update or a delete
-            self.keys = None
-            return
-        before = len(self.keys)
-        self.keys.update(hash(k) for k in zip(*(data.column(c).to_pylist() for c in self._key), strict=True))
-        if len(self.keys) != before + data.num_rows:
-            self.keys = None
+        self.index = ChangeIndex([f"_c{i}" for i, c in enumerate(spec.columns) if c.name in spec.key])
 
 
 class SpillFiles:
@@ -163,22 +149,23 @@ class SpillFiles:
         try:
             if spec is None or ex.change_shape(spec) != typed.shape:
                 raise ReplicatorError("its spec changed")
-            data = pa.Table.from_batches(list(ex.change_batches([events], topic=topic, spec=typed.spec)),
-                                         schema=ex.change_schema(typed.spec))
+            hashes: list[int] = []
+            data = pa.Table.from_batches(
+                list(ex.change_batches([events], topic=topic, spec=typed.spec, key_hashes=hashes)),
+                schema=ex.change_schema(typed.spec))
         except (ReplicatorError, pa.ArrowException, KeyError, TypeError, ValueError) as exc:
             # The span decodes the events when it is applied, and says then what is wrong, where.
             log.debug("spilled rows of %s.%s read as events: %s", table[0], table[1], exc)
             self.io.remove_listed(self.root, typed.files)
             self._typed[table] = None
             return
-        typed.files.append(self._write(data))
-        typed.add(data)
+        typed.files.append(self._write(typed.index.add(data, hashes)))
         self._typed[table] = typed
 
-    def typed(self, table: TableName) -> ex.TypedRows | None:
+    def typed(self, table: TableName) -> TypedRows | None:
         """The table's spilled rows as they were decoded when spilled, if they all were."""
         typed = self._typed.get(table)
-        return None if typed is None else ex.TypedRows(typed.shape, tuple(typed.files), typed.keys is not None)
+        return None if typed is None else TypedRows(typed.shape, tuple(typed.files), typed.index)
 
     def source(self, table: TableName) -> SparkBatch:
         from replicator.sources.spark_reader import SparkBatch
@@ -198,8 +185,7 @@ class SpillFiles:
             if typed is not None:
                 self.io.remove_listed(self.root, typed.files)
         done = [t for t in self._typed.values() if t is not None]
-        log.debug("spill of %d rows applied; %d of %d tables read typed (%d of distinct inserts)", self.rows,
-                  len(done), len(self._files), sum(t.keys is not None for t in done))
+        log.debug("spill of %d rows applied; %d of %d tables read typed", self.rows, len(done), len(self._files))
         self._files.clear()
         self._topic.clear()
         self._typed.clear()

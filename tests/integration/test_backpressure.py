@@ -12,14 +12,16 @@ from typing import Any
 
 import pytest
 
+from replicator.changes import ChangeSummary
 from replicator.events import TP
 from replicator.sim.model import SimConfig
 from replicator.sim.simcheck import compare_tables, read_warehouse
 from replicator.sim.sinks import produce as produce_sim
 from replicator.sim.stream import Simulation
-from replicator.sources.executor import TypedRows
 from replicator.sources.kafka import KafkaSource
+from replicator.sources.spark_reader import SparkBatch
 from replicator.sources.spill import SpillFiles
+from replicator.sources.spill_index import TypedRows
 from replicator.tables import TableName
 from tests.integration.helpers import run_engine
 from tests.kafka_fixtures import kafka_bootstrap, new_topic  # noqa: F401  (kafka_bootstrap is a fixture)
@@ -53,6 +55,14 @@ def test_a_skewed_catch_up_with_a_small_buffer_pauses_spills_and_stays_exact(
         return typed[-1]
 
     monkeypatch.setattr(SpillFiles, "typed", typed_of)
+    summaries: list[ChangeSummary | None] = []
+    real_summary = SparkBatch.summary
+
+    def summary_of(self: SparkBatch, *args: Any) -> ChangeSummary | None:
+        summaries.append(real_summary(self, *args))
+        return summaries[-1]
+
+    monkeypatch.setattr(SparkBatch, "summary", summary_of)
     steps = {}
     for label, buffer in (("spilled", 100), ("default", None)):
         wh = tmp_path / label
@@ -66,4 +76,6 @@ def test_a_skewed_catch_up_with_a_small_buffer_pauses_spills_and_stays_exact(
             assert sum(1 for p in paused if p) >= 3 and frozenset() in paused  # paused, and resumed
             # tables created in the buffer: their rows decoded as they were spilled, under their CREATE's spec
             assert any(t is not None for t in typed), typed
+            # and their spans written without a Spark job counting them: the driver's index did
+            assert any(s is not None and s.rows for s in summaries), summaries
     assert steps["spilled"] <= steps["default"] + 1, steps

@@ -1,7 +1,8 @@
 """A spilled table's span read back with Spark (sources/spill.py): rows decoded under the table's
 spec as they were spilled are read as plain Parquet when the span's spec is the same, and the
-events (decoded on the executors) otherwise; typed rows that are all INSERTs of distinct keys skip
-the last-change-per-key window. Every way gives what the window over the events gives."""
+events (decoded on the executors) otherwise; typed rows skip the last-change-per-key window (the
+driver's index names the superseded ones) and its count. Every way gives what the window over the
+events gives."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
+from replicator.delta.session import frame_summary
 from replicator.events import Column, Flag, Op, RowChange, TypeCode
 from replicator.sources.spill import SpillFiles
 from replicator.tables import ColumnSpec, TableSpec
@@ -44,11 +47,20 @@ def test_spilled_rows_read_typed_or_as_events_equal_the_window(spark: Any, tmp_p
     spill.write(T, "topic", [(r, 1, i, 0) for i, r in enumerate(rows[25:])])
     try:
         got, plan = _read(spill, SPEC)
-        assert ("Window" in plan) == (duplicate or not typed)  # distinct inserts are told apart when typed
+        assert ("Window" in plan) != typed  # typed: the driver's index names the superseded rows
         assert ("MapInArrow" in plan) != typed
         last = {r.columns[0].value: r.columns[1].value for r in rows}  # the last change per key wins
-        # _c0, _c1, _op (0: an upsert), _fresh (the key's first change an INSERT), _pre (no pre-image)
-        assert got == sorted((k, name, 0, 1, 0) for k, name in last.items())
+        # _c0, _c1, _op (0: an upsert), _fresh (the key's first change an INSERT), _pre (no pre-image);
+        # typed, the last two are the driver's summary's
+        assert got == sorted((k, name, 0, *(() if typed else (1, 0))) for k, name in last.items())
+        source = spill.source(T)
+        summary = source.summary(SPEC, T, 99, 300)
+        assert (summary is not None) == typed
+        if summary is not None:  # what Spark would have counted, without the job
+            counted = frame_summary(source.changes(SPEC, T, 99, 300).withColumn("_fresh", F.lit(1))
+                                    .withColumn("_pre", F.lit(0)), SPEC)
+            assert dataclasses.replace(summary, key_hashes=None) == counted
+            assert summary.key_hashes == {hash((k,)) for k in last}
         if typed:  # the catalog's spec differs from the inferred one only where decoding does not look
             assert "MapInArrow" not in _read(spill, COMMENTED)[1]
         if typed:  # a DDL added a column between the spill and the step: the events, under the new spec

@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from replicator.events import Column, Flag, Op, Position, RowChange, TypeCode
 from replicator.sources import executor as ex
 from replicator.sources.spill import SpillFiles
+from replicator.sources.spill_index import ROW_COLUMN
 from replicator.tables import ColumnSpec, TableSpec
 from tests.unit.test_loop import ins
 
@@ -72,30 +74,42 @@ def _row(op: Op, key: int, *, name: str = "v") -> RowChange:
     return RowChange(10 + key, "s", "t", op, () if op is Op.DELETE else cols, cols if op is Op.DELETE else ())
 
 
-@pytest.mark.parametrize(("rows", "distinct"), [
-    ([[_row(Op.INSERT, 1), _row(Op.INSERT, 2)], [_row(Op.INSERT, 3)]], True),
-    ([[_row(Op.INSERT, 1)], [_row(Op.INSERT, 2), _row(Op.INSERT, 1)]], False),  # a key twice, across spills
-    ([[_row(Op.INSERT, 1), _row(Op.UPDATE, 2)]], False),
-    ([[_row(Op.INSERT, 1), _row(Op.DELETE, 2)]], False),
+@pytest.mark.parametrize(("rows", "expected"), [
+    ([[_row(Op.INSERT, 1), _row(Op.INSERT, 2)], [_row(Op.INSERT, 3)]], (3, 0, True, [])),
+    ([[_row(Op.INSERT, 1)], [_row(Op.INSERT, 2), _row(Op.INSERT, 1)]], (2, 0, True, [0])),  # redelivered
+    ([[_row(Op.INSERT, 1), _row(Op.UPDATE, 2)]], (2, 0, False, [])),
+    ([[_row(Op.INSERT, 1), _row(Op.DELETE, 2)]], (2, 1, False, [])),
     ([[_row(Op.INSERT, 1)], [_row(Op.INSERT, 2, name="w")]], None),  # a column the spec lacks: the events
 ])
-def test_rows_are_typed_under_their_spec_and_distinct_inserts_told_apart(
-        tmp_path: Path, rows: list[list[RowChange]], distinct: bool | None) -> None:
-    """A table's rows are also written as the typed changes of its spec; a span reads them when
-    every spill of the table could be (else its events), and skips the window when they are all
-    INSERTs of distinct keys. A clear forgets both."""
+def test_rows_are_typed_under_their_spec_and_their_spans_summarized(
+        tmp_path: Path, rows: list[list[RowChange]], expected: tuple[int, int, bool, list[int]] | None) -> None:
+    """A table's rows are also written as the typed changes of its spec, numbered; a span reads
+    them when every spill of the table could be (else its events), and the driver's index says
+    what it holds (changes, deletes, all fresh, which rows a later change supersedes). A clear
+    forgets both."""
     spill = SpillFiles(str(tmp_path / "spill"), no_spark, lambda *_: SPEC)  # type: ignore[arg-type]
     for n, chunk in enumerate(rows):
         spill.write(T, "topic", [(r, 0, 10 * n + i, 0) for i, r in enumerate(chunk)])
     typed = spill.typed(T)
-    assert (typed.distinct if typed is not None else None) == distinct
     files = sorted(Path(spill.root).glob("*.parquet"))
     assert len(files) == len(rows) * (2 if typed is not None else 1)  # a typed file went with its table's typing
-    if typed is not None:
-        assert typed.shape == ex.change_shape(SPEC) and set(typed.files) <= {str(f) for f in files}
+    if expected is None:
+        assert typed is None
+    else:
+        assert typed is not None and typed.shape == ex.change_shape(SPEC)
+        assert set(typed.files) <= {str(f) for f in files}
         got = pq.read_table(typed.files[0])
-        assert got.schema == ex.change_schema(SPEC)
+        assert got.schema == ex.change_schema(SPEC).append(pa.field(ROW_COLUMN, pa.int64()))
         assert got.column("_c0").to_pylist() == [r.image[0].value for r in rows[0]]
+        assert got.column(ROW_COLUMN).to_pylist() == list(range(len(rows[0])))
+        plan = typed.index.plan(0, 100)
+        assert plan is not None
+        s = plan.summary
+        assert (s.rows, s.deletes, s.fresh, plan.superseded) == expected
+        keys = {r.image[0].value for chunk in rows for r in chunk}
+        assert s.key_hashes == {hash((k,)) for k in keys}
+        assert s.bounds == {0: (min(keys), max(keys))}
+        assert typed.index.plan(11, 12).summary.rows == 1  # type: ignore[union-attr]  # a span: key 2's ts only
     spill.clear()
     assert spill.typed(T) is None and not list(Path(spill.root).glob("*.parquet"))
 
