@@ -60,3 +60,28 @@ def test_inserts_of_the_same_keys_after_a_truncate_are_appended(kafka_bootstrap:
     [step] = [w for w in warehouse.windows() if any(d["type"] == 11 for d in w.get("ddls", []))]
     assert (step["hi"], step["tables"][entry.uid]["upserts"]) == (21, 3), \
         "keys 4..6 were written in the TRUNCATE's own step, right before it"
+
+
+def test_a_spilled_key_inserted_again_is_merged_not_appended(kafka_bootstrap: str, spark: Any,
+                                                             tmp_path: Path) -> None:
+    """The spill's keys are held like driver keys (sources/spill_index.py): a key a spilled step
+    appended and a later step sends again as an INSERT (an upsert a foreign producer sent so) is
+    MERGEd, and the spilled table is still appended to when its next keys are new."""
+    create = DdlEvent(10, "s", "t", 3, "CREATE TABLE `s`.`t` (`id` INT PRIMARY KEY, `v` VARCHAR(8))")
+    events: list[Any] = [
+        create, _ins(11, 1, "a1"), _ins(12, 2, "a2"), _ins(13, 3, "a3"), Resolved(14),
+        _ins(15, 4, "a4"), _ins(16, 5, "a5"), Resolved(17),  # new keys: appended
+        _ins(18, 1, "b1"), _ins(19, 6, "a6"), Resolved(40),  # key 1 again: MERGEd
+    ]
+    topic = new_topic(kafka_bootstrap, 1)
+    produce(kafka_bootstrap, topic, [(0, k, v) for k, v in codec_for("canal-json").encode(events)])
+    wh = tmp_path / "wh"
+    summary = run_engine(kafka_bootstrap, topic, wh, spark, protocol="canal-json", max_buffer_rows=1, spill_rows=2)
+    assert summary.error is None and summary.watermark == 40
+
+    assert [(r["id"], r["v"]) for r in read_table(spark, wh, "s", "t")] == [
+        (1, "b1"), (2, "a2"), (3, "a3"), (4, "a4"), (5, "a5"), (6, "a6")]
+    entry = Warehouse(wh).load_state().live_table("s", "t")
+    assert entry is not None
+    history = sorted(spark.sql(f"DESCRIBE HISTORY {delta_ref(entry.path)}").collect(), key=lambda h: h["version"])
+    assert [h["operation"] for h in history] == ["CREATE TABLE", "WRITE", "WRITE", "MERGE"]

@@ -80,3 +80,14 @@ def test_a_reset_gives_back_its_keys_to_the_bound() -> None:
     w.reset("t")
     w.add("u", ["id"], _ins(1, 2, 3))  # fits: the truncated table's keys no longer count
     assert w.may_append("u", ["id"], _ins(4)) and not w.may_append("u", ["id"], _ins(3))
+
+
+def test_spilled_keys_are_held_and_checked_like_driver_keys() -> None:
+    """A spill's index gives `hash(Change.key)` of its keys (sources/spill_index.py)."""
+    w = WrittenKeys()
+    assert w.may_append_hashes("t", ["id"], {hash((1,)), hash((2,))})
+    w.add_hashes("t", ["id"], {hash((1,)), hash((2,))})
+    assert not w.may_append("t", ["id"], _ins(2)) and w.may_append("t", ["id"], _ins(3))
+    w.add("t", ["id"], _ins(3))
+    assert not w.may_append_hashes("t", ["id"], {hash((3,))}) and w.may_append_hashes("t", ["id"], {hash((4,))})
+    assert not w.may_append_hashes("t", ["other"], {hash((4,))})  # its key columns changed
