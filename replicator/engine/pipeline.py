@@ -274,9 +274,7 @@ class Engine:
             self._stored.applied_ts = lambda: progress.applied_ts
             self._stored.ended_versions = progress.ended_versions
         partitions = self.source.partitions()
-        windower: Windower | None = None
-        spill = self._spill(state, lambda: windower.unapplied_ddls() if windower is not None else [])
-        windower = Windower(partitions, state.progress, scope_of=ddl_scope, spill=spill)
+        windower = Windower(partitions, state.progress, scope_of=ddl_scope, spill=self._spill(state))
         cursors = state.progress.cursors
         self.source.start({p: (cursors[p].offset if p in cursors else None) for p in partitions})
         if not (self.options.until_caught_up and self.source.caught_up()):
@@ -284,7 +282,7 @@ class Engine:
         decode = self.decode_record if self._stored is None else self._stored_decoder(windower)
         return ControlLoop(self.source, decode, applier, windower, self._loop_options())
 
-    def _spill(self, state: State, pending: Callable[[], list[DdlEvent]]) -> SpillFiles | None:
+    def _spill(self, state: State) -> SpillFiles | None:
         """Where a full buffer's complete rows wait (sources/spill.py): the warehouse's own records,
         which every executor reads; what a crashed run left there goes first (this run holds the
         lease). A keyed table's rows are decoded there under the spec it will most likely have
@@ -293,8 +291,8 @@ class Engine:
             return None
         from replicator.sources.spill import SpillFiles
 
-        def spec_of(table: TableName, row: RowChange) -> TableSpec | None:
-            return spill_spec(state, pending(), table, row)
+        def spec_of(table: TableName, row: RowChange, ddls: Sequence[DdlEvent]) -> TableSpec | None:
+            return spill_spec(state, ddls, table, row)
 
         edge = self.edge
         self._spilled = SpillFiles((self.warehouse.meta / "spill").path, lambda: edge.delta.spark, spec_of)

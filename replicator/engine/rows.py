@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from replicator.events import RowChange
+from replicator.events import DdlEvent, RowChange
 from replicator.tables import TableName
 
 if TYPE_CHECKING:
@@ -47,8 +47,10 @@ class Spill(Protocol):
     rows: int
     """Rows written since the last `clear`."""
 
-    def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]]) -> None:
-        """Some rows of a table (row, partition, offset, watermark before it), in (commit ts, arrival) order."""
+    def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]],
+              ddls: Sequence[DdlEvent] = ()) -> None:
+        """Some rows of a table (row, partition, offset, watermark before it), in (commit ts, arrival)
+        order; `ddls`: those read and not applied yet (a CREATE TABLE among them says the table's spec)."""
 
     def source(self, table: TableName) -> SpanSource:
         """What a step's span of the table's spilled rows reads."""

@@ -336,12 +336,13 @@ class Windower:
         if hi <= lo:
             return 0
         moved = 0
+        ddls = self.unapplied_ddls()
         for table, sel in ready.items():
             take = [b for b in sel if b.row.commit_ts <= hi]
             if not take:
                 continue
             topic = take[0].partition.topic
-            spill.write(table, topic, [(b.row, b.partition.partition, b.offset, b.wm_before) for b in take])
+            spill.write(table, topic, [(b.row, b.partition.partition, b.offset, b.wm_before) for b in take], ddls)
             self._spill_topic[table] = topic
             stamps = self._spill_ts.setdefault(table, [])
             for b in take:

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from replicator.errors import ReplicatorError
-from replicator.events import RowChange
+from replicator.events import DdlEvent, RowChange
 from replicator.sources import executor as ex
 from replicator.sources.spill_index import ChangeIndex, TypedRows
 from replicator.storage import fileio_for, is_url
@@ -76,7 +76,8 @@ class SpillFiles:
     """A run's spill (engine/rows.py `Spill`): Parquet files under `root`/<run>/."""
 
     def __init__(self, root: str, spark: Callable[[], SparkSession],
-                 spec_of: Callable[[TableName, RowChange], TableSpec | None] = lambda *_: None) -> None:
+                 spec_of: Callable[[TableName, RowChange, Sequence[DdlEvent]], TableSpec | None] = lambda *_: None
+                 ) -> None:
         self.io = fileio_for(root)
         self.parent = root
         self.root = self.io.join(root, uuid.uuid4().hex[:12])
@@ -109,7 +110,8 @@ class SpillFiles:
             self._warming = threading.Thread(target=start, name="replicator-spill-warm-up", daemon=True)
             self._warming.start()
 
-    def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]]) -> None:
+    def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]],
+              ddls: Sequence[DdlEvent] = ()) -> None:
         self.warm_up()
         out = ex.EventRows()
         idx: dict[tuple[int, int], int] = {}  # a record's rows, in order (Open Protocol batches rows)
@@ -119,7 +121,7 @@ class SpillFiles:
                     ex.row_payload(row))
         events = out.flush()
         path = self._write(pa.Table.from_batches([events]))
-        self._type(table, topic, events, next((r for r, *_ in rows if r.columns), rows[0][0]))
+        self._type(table, topic, events, next((r for r, *_ in rows if r.columns), rows[0][0]), ddls)
         self._files.setdefault(table, []).append(path)
         self._topic[table] = topic
         self._sources.pop(table, None)
@@ -137,30 +139,36 @@ class SpillFiles:
             Path(path).write_bytes(sink.getvalue().to_pybytes())
         return path
 
-    def _type(self, table: TableName, topic: str, events: pa.RecordBatch, first: RowChange) -> None:
-        """The rows decoded under the table's spec now (`spec_of`: the catalog's, or what it will
-        infer from `first`), while its shape is the one of its earlier spills; else none of its
-        spans read typed rows (they read the events)."""
-        spec = self._spec_of(table, first)
+    def _type(self, table: TableName, topic: str, events: pa.RecordBatch, first: RowChange,
+              ddls: Sequence[DdlEvent]) -> None:
+        """The rows decoded under the table's spec now (`spec_of`: the catalog's, its CREATE's among
+        `ddls`, or what it will infer from `first`), while its shape is the one of its earlier
+        spills; else none of its spans read typed rows (they read the events)."""
+        spec = self._spec_of(table, first, ddls)
         typed = self._typed.get(table) if table in self._typed else (_Typed(spec) if spec else None)
         if typed is None:
             self._typed[table] = None
             return
+        if spec is None or ex.change_shape(spec) != typed.shape:
+            self._untype(table, typed, "its spec changed")
+            return
+        hashes: list[int] = []
         try:
-            if spec is None or ex.change_shape(spec) != typed.shape:
-                raise ReplicatorError("its spec changed")
-            hashes: list[int] = []
             data = pa.Table.from_batches(
                 list(ex.change_batches([events], topic=topic, spec=typed.spec, key_hashes=hashes)),
                 schema=ex.change_schema(typed.spec))
         except (ReplicatorError, pa.ArrowException, KeyError, TypeError, ValueError) as exc:
             # The span decodes the events when it is applied, and says then what is wrong, where.
-            log.debug("spilled rows of %s.%s read as events: %s", table[0], table[1], exc)
-            self.io.remove_listed(self.root, typed.files)
-            self._typed[table] = None
+            self._untype(table, typed, str(exc))
             return
         typed.files.append(self._write(typed.index.add(data, hashes)))
         self._typed[table] = typed
+
+    def _untype(self, table: TableName, typed: _Typed, why: str) -> None:
+        """The table's spans read its events: its typed files go."""
+        log.debug("spilled rows of %s.%s read as events: %s", table[0], table[1], why)
+        self.io.remove_listed(self.root, typed.files)
+        self._typed[table] = None
 
     def typed(self, table: TableName) -> TypedRows | None:
         """The table's spilled rows as they were decoded when spilled, if they all were."""

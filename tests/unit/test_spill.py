@@ -33,7 +33,8 @@ class FakeSpill:
         self.topics: dict[TableName, str] = {}
         self.writes = 0
 
-    def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]]) -> None:
+    def write(self, table: TableName, topic: str, rows: Sequence[tuple[RowChange, int, int, int]],
+              ddls: Sequence[DdlEvent] = ()) -> None:
         assert self.topics.setdefault(table, topic) == topic  # one topic a table
         self.tables.setdefault(table, []).extend(rows)
         self.rows += len(rows)

@@ -114,7 +114,7 @@ def test_rows_are_typed_under_their_spec_and_their_spans_summarized(
     assert spill.typed(T) is None and not list(Path(spill.root).glob("*.parquet"))
 
 
-@pytest.mark.parametrize("spec_of", [lambda *_: None, lambda t, r: SPEC if r.commit_ts < 12 else WIDER])
+@pytest.mark.parametrize("spec_of", [lambda *_: None, lambda t, r, d: SPEC if r.commit_ts < 12 else WIDER])
 def test_a_table_without_a_spec_or_whose_spec_changed_reads_its_events(tmp_path: Path, spec_of: Any) -> None:
     spill = SpillFiles(str(tmp_path / "spill"), no_spark, spec_of)  # type: ignore[arg-type]
     spill.write(T, "topic", [(_row(Op.INSERT, 1), 0, 0, 0)])
