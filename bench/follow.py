@@ -371,6 +371,19 @@ def measure_table(spark: SparkSession, path: str, repeat: int, dl_options: dict[
     return out
 
 
+def merge_times(spark: SparkSession, path: str, warm_up: int, window: int) -> dict[str, Any]:
+    """A table's MERGEs as Delta timed them (`operationMetrics.executionTimeMs`, the history), the
+    first `warm_up` left out, over the first and last `window` (at most a third each): whether the
+    MERGE itself grows, or the rest of a step (issue 51: a step on s3a:// grew where the local one
+    did not)."""
+    from replicator.delta.writer import delta_ref
+
+    rows = spark.sql(f"DESCRIBE HISTORY {delta_ref(path)}").select("version", "operation", "operationMetrics").collect()
+    times = [float(r["operationMetrics"]["executionTimeMs"]) / 1000 for r in sorted(rows, key=lambda r: r["version"])
+             if r["operation"] == "MERGE" and r["operationMetrics"] and "executionTimeMs" in r["operationMetrics"]]
+    return {"merges": len(times), **_windows(times[warm_up:], window)}
+
+
 @contextlib.contextmanager
 def _access(spark: SparkSession, server: S3Target | None) -> Iterator[None]:
     if server is None:
@@ -403,6 +416,7 @@ def finish_follow(spark: SparkSession, res: dict[str, Any], server: S3Target | N
                 log.info("follow %s: measuring %s", target, name)
                 t = measure_table(spark, entry.path, repeat, _deltalake_options(s3))
                 t["kind"] = "insert-only" if name in insert_only else "mixed"
+                t["merge_time"] = merge_times(spark, entry.path, fig["step_time"]["warm_up"], res["window"])
                 tables[name] = t
             fig["tables"] = tables
             diffs = check_warehouse(spark, warehouse, fig["stream"].pop("expected"))
@@ -478,6 +492,13 @@ def _compaction(fig: dict[str, Any]) -> str:
             f"{s.get('compaction_s', 0.0) / wall if wall else 0.0:.3f}")
 
 
+def _merges(fig: dict[str, Any]) -> str:
+    if "ratio_median" not in fig:
+        return f"{fig.get('merges', 0)}" if fig else "–"
+    return (f"{fig['merges']}: {fig['first_median_s']:.2f} s → {fig['last_median_s']:.2f} s, "
+            f"**{fig['ratio_median']:.2f}x**")
+
+
 def _kib(n: int) -> str:
     return f"{n / 1024:,.0f} KiB"
 
@@ -524,8 +545,10 @@ def render_markdown(res: dict[str, Any]) -> str:
                      f"{verified} |")
     lines += ["", "| warehouse | table | kind | rows | commits | live data files | data files on disk | "
                   "change-data files | `_delta_log` files | latest checkpoint (count) | "
-                  "Spark read before → after OPTIMIZE | ÷ | deltalake before → after | ÷ | OPTIMIZE |",
-              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "Spark read before → after OPTIMIZE | ÷ | deltalake before → after | ÷ | OPTIMIZE | "
+                  "MERGEs: Delta's time, first → last (median) |",
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+              "| ---: |"]
     for target, fig in res["targets"].items():
         for name, t in fig.get("tables", {}).items():
             b, a = t["before"], t["after"]
@@ -534,7 +557,7 @@ def render_markdown(res: dict[str, Any]) -> str:
                 f"→ {a['live_files']:,} | {b['data_files']:,} | {b['cdf_files']:,} | {b['log_files']:,} | "
                 f"{_checkpoint(b)} | {_s(t['spark_before'])} → {_s(t['spark_after'])} | "
                 f"**{_x(t['spark_ratio'])}** | {_s(t['deltalake_before'])} → {_s(t['deltalake_after'])} | "
-                f"**{_x(t['deltalake_ratio'])}** | {t['optimize_s']:.1f} s |")
+                f"**{_x(t['deltalake_ratio'])}** | {t['optimize_s']:.1f} s | {_merges(t.get('merge_time', {}))} |")
     for target, fig in res["targets"].items():
         if fig.get("diffs"):
             lines += ["", f"First differences ({target}): " + "; ".join(f"`{d}`" for d in fig["diffs"][:5])]
