@@ -1,17 +1,22 @@
 package replicator.s3commit;
 
 import java.io.ByteArrayOutputStream;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.Iterator;
+import java.util.List;
 
 import io.delta.storage.HadoopFileSystemLogStore;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.s3a.S3AFileSystem;
@@ -23,8 +28,11 @@ import software.amazon.awssdk.core.exception.SdkException;
 import software.amazon.awssdk.core.sync.RequestBody;
 import software.amazon.awssdk.services.s3.S3Client;
 import software.amazon.awssdk.services.s3.model.GetObjectRequest;
+import software.amazon.awssdk.services.s3.model.ListObjectsV2Request;
+import software.amazon.awssdk.services.s3.model.ListObjectsV2Response;
 import software.amazon.awssdk.services.s3.model.PutObjectRequest;
 import software.amazon.awssdk.services.s3.model.S3Exception;
+import software.amazon.awssdk.services.s3.model.S3Object;
 
 /**
  * Delta's log store for {@code s3a://} with commits the store itself will not let anyone
@@ -207,6 +215,59 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         } catch (SdkException e) {
             return new byte[0];
         }
+    }
+
+    /**
+     * The log's files named {@code path}'s name or later, in name order, listed from that name on
+     * (S3's {@code StartAfter}). Delta's Hadoop log store lists the whole directory and filters it,
+     * at every snapshot refresh (several per commit): a log keeps 30 days of commits
+     * ({@code delta.logRetentionDuration}), so a followed table's listing would grow by a key or
+     * two per step, a page per 1,000 keys. Subdirectories are not listed (Delta's own files in
+     * {@code _delta_log} are at its top). A directory with nothing from the name on is checked
+     * for existence, as Delta's contract asks ({@link FileNotFoundException} when absent).
+     */
+    @Override
+    public Iterator<FileStatus> listFrom(Path path, Configuration hadoopConf) throws IOException {
+        FileSystem fs = path.getFileSystem(hadoopConf);
+        String name = path.getName();
+        if (!(fs instanceof S3AFileSystem) || name.isEmpty() || name.charAt(name.length() - 1) == 0) {
+            return super.listFrom(path, hadoopConf);
+        }
+        S3AFileSystem s3a = (S3AFileSystem) fs;
+        String dir = s3a.pathToKey(s3a.makeQualified(path.getParent()));
+        String prefix = dir.isEmpty() ? "" : dir + "/";
+        // StartAfter is exclusive: start after a key just below the name's, then keep names >= it.
+        String below = name.substring(0, name.length() - 1) + (char) (name.charAt(name.length() - 1) - 1);
+        S3Client client = s3a.getS3AInternals().getAmazonS3Client("Delta log listing");
+        int page = Math.max(1, hadoopConf.getInt("fs.s3a.paging.maximum", 5000));
+        long blockSize = s3a.getDefaultBlockSize();
+        List<FileStatus> out = new ArrayList<>();
+        String token = null;
+        try {
+            do {
+                ListObjectsV2Request.Builder request = s3a.getS3AInternals().getStore().getRequestFactory()
+                        .newListObjectsV2RequestBuilder(prefix, "/", page).startAfter(prefix + below);
+                if (token != null) {
+                    request.continuationToken(token);
+                }
+                ListObjectsV2Response listed = client.listObjectsV2(request.build());
+                for (S3Object object : listed.contents()) {
+                    String child = object.key().substring(prefix.length());
+                    if (!child.isEmpty() && child.compareTo(name) >= 0) {
+                        out.add(new FileStatus(object.size(), false, 1, blockSize,
+                                object.lastModified().toEpochMilli(), s3a.keyToQualifiedPath(object.key())));
+                    }
+                }
+                token = Boolean.TRUE.equals(listed.isTruncated()) ? listed.nextContinuationToken() : null;
+            } while (token != null);
+        } catch (SdkException e) {
+            throw new IOException("replicator: could not list " + path.getParent() + ": " + e.getMessage(), e);
+        }
+        if (out.isEmpty() && !fs.exists(path.getParent())) {
+            throw new FileNotFoundException(String.format("No such file or directory: %s", path.getParent()));
+        }
+        out.sort(Comparator.comparing(status -> status.getPath().getName()));
+        return out.iterator();
     }
 
     @Override

@@ -1,0 +1,52 @@
+"""Delta's log on s3a:// listed from a name on (runtime/java/s3commit ConditionalS3LogStore.listFrom,
+S3's StartAfter) instead of listing the whole directory at every snapshot refresh: the same files,
+sizes and order as the whole directory's listing filtered by name, across pages; nothing below the
+log's top; a missing directory is FileNotFoundException, as Delta's contract asks. Real S3-compatible
+server (tests/s3_fixtures.py), the shared Spark session's JVM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from py4j.protocol import Py4JJavaError
+
+from replicator.delta.writer import delta_ref
+from replicator.storage import fileio_for
+from tests.s3_fixtures import S3Server
+
+pytestmark = pytest.mark.integration
+
+
+def _listed(store: Any, conf: Any, jvm: Any, path: str) -> list[tuple[str, int]]:
+    it = store.listFrom(jvm.org.apache.hadoop.fs.Path(path), conf)
+    out = []
+    while it.hasNext():
+        status = it.next()
+        out.append((status.getPath().getName(), int(status.getLen())))
+    return out
+
+
+def test_the_log_is_listed_from_a_name_on(s3_store: S3Server, spark: Any) -> None:
+    table = s3_store.warehouse_url("log-listing") + "/t"
+    spark.sql(f"CREATE TABLE {delta_ref(table)} (id INT) USING delta")
+    for i in range(5):
+        spark.sql(f"INSERT INTO {delta_ref(table)} VALUES ({i})")
+    log = f"{table}/_delta_log"
+    io = fileio_for(table)
+    io.write(f"{log}/_nested/00000000000000000009.json", b"{}")  # below the log's top: not listed
+    top = sorted((full.rsplit("/", 1)[-1], size) for full, size in io.files(log)
+                 if "/" not in full[len(log) + 1:])
+    assert len(top) >= 12  # six commits and their checksums
+
+    jvm = spark._jvm
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    conf.set("fs.s3a.paging.maximum", "2")  # many pages
+    store = jvm.replicator.s3commit.ConditionalS3LogStore(conf)
+    for start in ("00000000000000000000.json", "00000000000000000003.json", "00000000000000000003",
+                  "00000000000000000004.crc", "00000000000000000005.json", "99999999999999999999.json"):
+        assert _listed(store, conf, jvm, f"{log}/{start}") == [(n, s) for n, s in top if n >= start], start
+
+    with pytest.raises(Py4JJavaError, match="FileNotFoundException"):
+        _listed(store, conf, jvm, f"{table}-absent/_delta_log/00000000000000000000.json")
+    assert spark.sql(f"SELECT count(*) FROM {delta_ref(table)}").collect()[0][0] == 5
