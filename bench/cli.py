@@ -101,6 +101,9 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
                    help="row changes/s of the ramp section, in order (default 500,2000,5000,10000; --quick: 500,2000)")
     p.add_argument("--ramp-tables", default=None, help="table counts of the ramp section (default 10,100; --quick: 10)")
     p.add_argument("--ramp-seconds", type=float, default=None, help="seconds per ramp rate (default 60; --quick: 20)")
+    p.add_argument("--ramp-table-seconds", type=float, default=2.0,
+                   help="each ramp rate and the drop last at least this x the table count (default 2.0: "
+                   "200 s at 100 tables, a few steps of a follower that MERGEs every table)")
     p.add_argument("--ramp-drop-rate", type=int, default=500,
                    help="row changes/s of the load drop after the ramp's highest rate (default 500)")
     p.add_argument("--follow-steps", type=int, default=None,
@@ -173,6 +176,7 @@ def parse_args(argv: Sequence[str]) -> BenchConfig:
     cfg.skew_hot_share = a.skew_hot_share
     cfg.ramp_seconds = a.ramp_seconds or (20.0 if a.quick else 60.0)
     cfg.ramp_drop_rate = a.ramp_drop_rate
+    cfg.ramp_table_seconds = a.ramp_table_seconds
     cfg.ramp_drop_seconds = a.ramp_drop_seconds or (15.0 if a.quick else 45.0)
     if (min(cfg.skew_buffers, default=0) < 1 or cfg.skew_events < 1 or not 0 <= cfg.skew_hot_share < 1
             or min(cfg.ramp_rates, default=0) < 1 or min(cfg.ramp_tables, default=0) < 1 or cfg.ramp_drop_rate < 1):

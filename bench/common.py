@@ -110,13 +110,15 @@ class BenchConfig:
     skew_hot_share: float = 0.8
     skew_protocols: tuple[str, ...] = ("open", "canal-json")
     # Ramp: one follower per protocol and table count, fed `ramp_rates` row changes/s for
-    # `ramp_seconds` each, then `ramp_drop_rate` for `ramp_drop_seconds` (the load drop).
+    # `ramp_seconds` each, then `ramp_drop_rate` for `ramp_drop_seconds` (the load drop); each at
+    # least `ramp_table_seconds` x the table count (bench/ramp.py `segment_seconds`).
     ramp_rates: tuple[int, ...] = (500, 2_000, 5_000, 10_000)
     ramp_tables: tuple[int, ...] = (10, 100)
     ramp_protocols: tuple[str, ...] = ("open", "canal-json")
     ramp_seconds: float = 60.0
     ramp_drop_rate: int = 500
     ramp_drop_seconds: float = 45.0
+    ramp_table_seconds: float = 2.0
     # Follow: a long follow compressed, `follow_steps` small steps (`follow_rows_per_step` rows each)
     # into `follow_tables` tables of a local warehouse and `follow_s3_steps` into an s3a:// one (0:
     # none); step time over the first and last `follow_window` steps; reads best of `follow_read_repeat`.

@@ -6,16 +6,21 @@ the follower section runs it: `bench.follower`) per protocol of `ramp_protocols`
 of `ramp_tables`; the follower keeps its JVM across the rates. The input climbs through
 `ramp_rates` row changes/s (500, 2,000, 5,000, 10,000), `ramp_seconds` each (60), a resolved
 event on every partition every second, then drops to `ramp_drop_rate` (500) for
-`ramp_drop_seconds` (45): does the lag recover? After the drop the stream ends at a point where the
-simulator's state is exactly what was sent (`LiveStream.finish`), the bench waits for the follower
-to apply it (at most `ramp_seconds`, at least a minute) and stops it with SIGTERM.
+`ramp_drop_seconds` (45): does the lag recover? Every segment lasts at least `ramp_table_seconds`
+(2 s) x the table count (`segment_seconds`): a step that MERGEs every table takes 0.6-0.9 s a
+table here, so at 100 tables a 60 s segment would hold less than one step, and its "lag after the
+first minute" nothing but the follower's first step (100 CREATE TABLEs). After the drop the stream
+ends at a point where the simulator's state is exactly what was sent (`LiveStream.finish`), the
+bench waits for the follower to apply it (at most a segment, at least a minute) and stops it with
+SIGTERM.
 
 Lag per row as in the follower section (`bench.follower.row_lags`), split by the segment (rate) its
 commit ts falls in. Per segment: the rate achieved (the producer is the bench's own Python process,
 on the same machine: a rate it did not reach within `REACHED` is marked so); lag p50 / p99 per
 third and the slope; p99 after the first minute (after the first third when the segment is shorter
 than three minutes); the median step time (a step's ``recorded_at`` in the step log to its last
-Delta commit, `bench.follower.step_times`, for the steps that began in the segment); the driver's
+Delta commit, `bench.follower.step_times`, for the steps that ran during the segment: begun in it,
+or begun before it and ended in it); the driver's
 RSS (sampled every second: peak and at the end of the segment). The lag **grows** when the last
 third's p99 is more than max(2 s, the median step time) above the first third's (a step more or
 less in a third moves a percentile by about a step). The **knee** of a run: the highest rate
@@ -23,8 +28,9 @@ reached and sustained without lag growing, every lower rate sustained too; the s
 at the next rate is what sets it. The drop: lag at its end (rows made in its last `END_WINDOW_S`),
 recovered when that p99 is within the bound below.
 
-Target (issue 49): below the knee (at the knee and every lower rate), p99 lag after the first minute
-<= 2.5 x (flush interval + median step time).
+Targets (issue 49): below the knee (at the knee and every lower rate), p99 lag after the first minute
+<= 2.5 x (flush interval + median step time); above it, the lag's slope no steeper than the excess
+load explains (`above_knee`); after the drop, recovered.
 
 Rows per table are checked against the simulator's at the end (from the Delta log, no Spark); the
 follower section checks a follower's values.
@@ -71,6 +77,12 @@ def flush_interval_s() -> float:
     return float(LoopOptions.flush_interval_s)
 
 
+def segment_seconds(seconds: float, table_seconds: float, tables: int) -> float:
+    """How long a rate (or the drop) lasts at `tables` tables: `seconds`, or longer at many tables,
+    so that a segment holds a few steps (module doc)."""
+    return max(seconds, table_seconds * tables)
+
+
 def bench_ramp(cfg: BenchConfig, bootstrap: str, scratch: Path, start: StartFollower | None = None) -> dict[str, Any]:
     """Section "ramp" (Spark-free): one follower per protocol and table count across every rate."""
 
@@ -78,7 +90,8 @@ def bench_ramp(cfg: BenchConfig, bootstrap: str, scratch: Path, start: StartFoll
         return SubprocessFollower(cfg, b, t, p, w, d)
 
     out: dict[str, Any] = {"rates": list(cfg.ramp_rates), "seconds": cfg.ramp_seconds, "drop_rate": cfg.ramp_drop_rate,
-                           "drop_seconds": cfg.ramp_drop_seconds, "partitions": cfg.partitions,
+                           "drop_seconds": cfg.ramp_drop_seconds, "table_seconds": cfg.ramp_table_seconds,
+                           "partitions": cfg.partitions,
                            "max_buffer_rows": cfg.max_buffer_rows, "flush_interval_s": flush_interval_s(), "runs": []}
     for i, protocol in enumerate(cfg.ramp_protocols):
         for j, tables in enumerate(cfg.ramp_tables):
@@ -91,19 +104,22 @@ def _ramp_run(cfg: BenchConfig, bootstrap: str, scratch: Path, start: StartFollo
               seed: int, flush_s: float) -> dict[str, Any]:
     topic = f"bench-ramp-{protocol}-{tables}-{uuid.uuid4().hex[:8]}"
     warehouse = scratch / f"wh-ramp-{protocol}-{tables}"
-    planned = sum(r * cfg.ramp_seconds for r in cfg.ramp_rates) + cfg.ramp_drop_rate * cfg.ramp_drop_seconds
+    seconds = segment_seconds(cfg.ramp_seconds, cfg.ramp_table_seconds, tables)
+    drop_seconds = segment_seconds(cfg.ramp_drop_seconds, cfg.ramp_table_seconds, tables)
+    planned = sum(r * seconds for r in cfg.ramp_rates) + cfg.ramp_drop_rate * drop_seconds
     # Generated longer than it is sent: it must not run out before the drop ends (finish() cuts it).
     stream = LiveStream(protocol, seed, bootstrap, topic, events=int(planned * 1.5) + 1000, tables=tables,
                         partitions=cfg.partitions)
-    out: dict[str, Any] = {"protocol": protocol, "tables": tables, "topic": topic, "warehouse": str(warehouse)}
+    out: dict[str, Any] = {"protocol": protocol, "tables": tables, "topic": topic, "warehouse": str(warehouse),
+                           "seconds": seconds, "drop_seconds": drop_seconds}
     segments: list[dict[str, Any]] = []
     follower: Follower | None = None
     try:
         follower, out["startup_s"] = start_following(stream, start, bootstrap, protocol, warehouse, scratch)
         log.info("ramp %s %d tables: follower up after %.1f s", protocol, tables, out["startup_s"])
         sample: Callable[[], int] | None = getattr(follower, "driver_rss", None)
-        plan = [("ramp", r, cfg.ramp_seconds) for r in cfg.ramp_rates]
-        plan.append(("drop", cfg.ramp_drop_rate, cfg.ramp_drop_seconds))
+        plan = [("ramp", r, seconds) for r in cfg.ramp_rates]
+        plan.append(("drop", cfg.ramp_drop_rate, drop_seconds))
         for kind, rate, seconds in plan:
             samples: list[int] = []
 
@@ -120,7 +136,7 @@ def _ramp_run(cfg: BenchConfig, bootstrap: str, scratch: Path, start: StartFollo
         final_ts = stream.resolve()
         out["rows_sent"] = stream.rows_sent
         t_drain = time.monotonic()
-        out["caught_up"] = wait_applied(warehouse, final_ts, follower, timeout_s=max(60.0, cfg.ramp_seconds))
+        out["caught_up"] = wait_applied(warehouse, final_ts, follower, timeout_s=max(60.0, seconds))
         out["drain_s"] = time.monotonic() - t_drain
     finally:
         out["stopped_at"] = time.time()
@@ -132,6 +148,7 @@ def _ramp_run(cfg: BenchConfig, bootstrap: str, scratch: Path, start: StartFollo
     steps = step_times(warehouse)
     out["segments"] = [_segment(seg, lags, steps, flush_s) for seg in segments]
     out["knee"] = knee(out["segments"])
+    above_knee(out["segments"], out["knee"])
     k = out["knee"]
     log.info("ramp %s %d tables: knee %s row changes/s (median step %.1f s); caught up %s in %.1f s", protocol,
              tables, f"{k['rate']:,}" if k["rate"] else "none", k.get("step_s") or 0.0, out["caught_up"],
@@ -166,7 +183,8 @@ def _segment(seg: dict[str, Any], lags: list[tuple[float, float]], steps: list[t
     lo, hi = seg["started_at"], seg["ended_at"]
     times = [t for t, _ in lags]
     part = lags[bisect_left(times, lo):bisect_left(times, hi)]
-    durations = [d for at, d in steps if lo <= at < hi]
+    # A step of many tables can outlast a short segment: one in flight when it began counts too.
+    durations = [d for at, d in steps if at < hi and (at >= lo or at + d > lo)]
     median_step = statistics.median(durations) if durations else 0.0
     stats = lag_stats(part, tolerance_s=max(FLAT_TOLERANCE_S, median_step))
     warm = min(WARM_UP_S, (hi - lo) / 3)
@@ -199,6 +217,24 @@ def knee(segments: list[dict[str, Any]]) -> dict[str, Any]:
             "below": [s["rate"] for s in ramp if best is not None and s["rate"] <= best["rate"]]}
 
 
+def above_knee(segments: list[dict[str, Any]], k: dict[str, Any]) -> None:
+    """Marks each rate above the knee with the lag slope its excess load explains (issue 49: "lag
+    grows no faster than the excess load requires"). A follower that applies C row changes/s fed R > C
+    advances through upstream time at C / R of the wall clock's pace, so its lag grows by (1 - C / R)
+    x 60 s a minute; the knee's rate is a lower bound of C, so this is the most the slope may be,
+    plus what one step's saw-tooth can tilt a line fitted over the segment (60 x max(2 s, the median
+    step) / the segment's span)."""
+    for s in segments:
+        s["excess_slope_s_per_min"] = s["slope_ok"] = None
+        if s["kind"] != "ramp" or k["rate"] is None or s["rate"] <= k["rate"] or not s["lag"].get("rows"):
+            continue
+        achieved = max(s["achieved_rate"], 1e-9)
+        excess = max(0.0, 1.0 - k["rate"] / achieved) * 60.0
+        saw = 60.0 * max(FLAT_TOLERANCE_S, s["median_step_s"]) / max(s["lag"]["span_s"], 1.0)
+        s["excess_slope_s_per_min"] = excess
+        s["slope_ok"] = s["lag"]["slope_s_per_min"] <= excess + saw
+
+
 def ramp_targets(ramp: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     """Issue 49's target per protocol and table count: at and below the knee, p99 lag after the first
     minute <= 2.5 x (flush interval + median step time)."""
@@ -214,6 +250,13 @@ def ramp_targets(ramp: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
         ok = all(s["p99_after_warm_up_s"] <= s["bound_s"] for s in below)
         out.append((label, f"knee {run['knee']['rate']:,}/s; worst {worst['p99_after_warm_up_s']:.1f} s vs "
                            f"{worst['bound_s']:.1f} s at {worst['rate']:,}/s", ok))
+        over = [s for s in run["segments"] if s.get("slope_ok") is not None]
+        if over:
+            label = (f"follower ramp, above the knee: lag grows no faster than the excess load requires: "
+                     f"(1 - knee / rate) x 60 s/min ({run['protocol']}, {run['tables']} tables)")
+            said = "; ".join(f"{s['rate']:,}/s ({s['achieved_rate']:,.0f} sent): {s['lag']['slope_s_per_min']:+.1f} "
+                             f"vs {s['excess_slope_s_per_min']:.1f} s/min" for s in over)
+            out.append((label, said, all(s["slope_ok"] for s in over)))
     return out
 
 
@@ -226,7 +269,8 @@ def render_markdown(ramp: dict[str, Any]) -> str:
         f"flush interval {ramp['flush_interval_s']:g} s), one per protocol and table count, fed "
         + ", ".join(f"{r:,}" for r in ramp["rates"])
         + f" row changes/s for {ramp['seconds']:.0f} s each ({ramp['partitions']} partitions, a resolved event per "
-        f"partition every second), then {ramp['drop_rate']:,}/s for {ramp['drop_seconds']:.0f} s (the drop). Lag "
+        f"partition every second), then {ramp['drop_rate']:,}/s for {ramp['drop_seconds']:.0f} s (the drop); "
+        f"at many tables each segment lasts at least {ramp.get('table_seconds', 0.0):g} s a table. Lag "
         "of a row: the Delta commit time of the MERGE that applied it minus its commit ts, by the segment its "
         f"commit ts falls in. A rate is *reached* when the bench's producer sent >= {REACHED:.0%} of it; the lag "
         "*grows* when the last third's p99 is more than max(2 s, median step) above the first third's; the "
@@ -253,7 +297,9 @@ def render_markdown(ramp: dict[str, Any]) -> str:
     lines += summary
     for run in ramp["runs"]:
         segs = run["segments"]
-        lines += ["", f"{run['protocol']}, {run['tables']} tables (follower start-up {run.get('startup_s', 0):.0f} s, "
+        lines += ["", f"{run['protocol']}, {run['tables']} tables ({run.get('seconds', ramp['seconds']):.0f} s a rate, "
+                      f"{run.get('drop_seconds', ramp['drop_seconds']):.0f} s the drop; follower start-up "
+                      f"{run.get('startup_s', 0):.0f} s, "
                       f"not lag; {run.get('unapplied_rows', 0):,} rows never applied):", "",
                   "| | " + " | ".join(f"{s['rate']:,}/s" + (" (drop)" if s["kind"] == "drop" else "") for s in segs)
                   + " |", "| --- | " + " | ".join("---:" for _ in segs) + " |"]
@@ -274,7 +320,10 @@ def render_markdown(ramp: dict[str, Any]) -> str:
             lambda s: f"**{s['p99_after_warm_up_s']:.1f} s** / {s['bound_s']:.1f} s (after {s['warm_up_s']:.0f} s)")
         row("slope", lambda s: f"{s['lag'].get('slope_s_per_min', 0.0):+.1f} s/min")
         row("lag grows", lambda s: "**yes**" if s["grows"] else "no")
-        row("median step time (steps begun)",
+        row("above the knee: slope the excess load explains",
+            lambda s: "–" if s.get("slope_ok") is None else
+            f"{s['excess_slope_s_per_min']:.1f} s/min ({'within' if s['slope_ok'] else '**faster**'})")
+        row("median step time (steps run during it)",
             lambda s: f"{s['median_step_s']:.1f} s ({s['steps']})" if s["steps"] else "– (0)")
         row("lag at the end (last 10 s): p50 / p99 / max",
             lambda s: f"{s['end_p50_s']:.1f} / {s['end_p99_s']:.1f} / {s['end_max_s']:.1f} s")

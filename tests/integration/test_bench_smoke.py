@@ -30,7 +30,7 @@ from bench.follower import bench_follower, finish_follower
 from bench.manytables import bench_manytables, finish_manytables, projection
 from bench.objectstore import S3Target, bench_objectstore, finish_objectstore, object_store_access
 from bench.peer import bench_peer, finish_peer, run_peer
-from bench.ramp import bench_ramp
+from bench.ramp import bench_ramp, segment_seconds
 from bench.reader import bench_reader, finish_reader
 from bench.skew import bench_skew, finish_skew
 from bench.streams import commits
@@ -286,6 +286,10 @@ def test_sections_are_registered_in_one_place() -> None:
     assert (quick.ramp_rates, quick.ramp_tables, quick.ramp_seconds, quick.ramp_drop_seconds) == (
         (500, 2_000), (10,), 20.0, 15.0)
     assert bench.parse_args(["--ramp-rates", "100,200", "--ramp-tables", "3"]).ramp_rates == (100, 200)
+    # ... each segment at least 2 s a table: a few steps of a follower that MERGEs 100 tables.
+    assert full.ramp_table_seconds == 2.0 and bench.parse_args(["--ramp-table-seconds", "0"]).ramp_table_seconds == 0
+    assert (segment_seconds(60.0, 2.0, 10), segment_seconds(60.0, 2.0, 100), segment_seconds(45.0, 0.0, 100)) == (
+        60.0, 200.0, 45.0)
     # Follow: a few hundred small steps locally, fewer on s3a:// (0: none), --quick fewer still.
     assert (full.follow_steps, full.follow_s3_steps, full.follow_rows_per_step, full.follow_read_repeat) == (
         300, 80, 40, 5)
@@ -344,7 +348,8 @@ def test_ramp_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, tmp_path:
     """The ramp section's code paths (issue 49): one follower (in-process) over two rates and a drop,
     lag per segment, step times, the knee, the row counts, the report and its target."""
     cfg = bench.BenchConfig(partitions=3, ramp_rates=(30, 90), ramp_tables=(2,), ramp_protocols=("open",),
-                            ramp_seconds=2.0, ramp_drop_rate=30, ramp_drop_seconds=2.0, sections=("ramp",),
+                            ramp_seconds=2.0, ramp_drop_rate=30, ramp_drop_seconds=2.0, ramp_table_seconds=0.0,
+                            sections=("ramp",),
                             out=tmp_path / "out", quick=True)
 
     def follower_in_process(bootstrap: str, topic: str, protocol: str, warehouse: Path,
