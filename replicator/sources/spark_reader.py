@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -88,15 +88,25 @@ class SparkBatch:
     """One batch of the Spark reader: the decoded events of some offset ranges, persisted on the
     executors until `close`. Implements the windower's `RowIndex` (engine/batch.py) over them."""
 
-    def __init__(self, spark: SparkSession, topic: str, events: DataFrame, *, vouched: bool = False,
+    def __init__(self, spark: SparkSession, topic: str, events: DataFrame | None, *,
+                 load: Callable[[], DataFrame] | None = None, vouched: bool = False,
                  typed: TypedRows | None = None) -> None:
-        self.spark, self.topic, self.events = spark, topic, events
+        self.spark, self.topic = spark, topic
+        # A spill's events (`load`) are planned only when a span reads them: its typed rows do not.
+        self._events, self._load = events, load
         self.vouched = vouched  # rows the driver read and spilled (sources/spill.py), engine/rows.py
         self.typed = typed  # the same rows, already decoded (the spill's)
         self._plans: dict[tuple[int, int], SpanPlan | None] = {}  # a span's, from the typed rows' index
         self.cut: dict[int, int] = {}  # partition -> first offset not taken (a dead letter under --on-error stop)
         self.tables: dict[TableName, TableAgg] = {}
         self.drops: dict[int, int] = {}  # drop kind -> rows
+
+    @property
+    def events(self) -> DataFrame:
+        if self._events is None:
+            assert self._load is not None
+            self._events = self._load()
+        return self._events
 
     # -- to the driver ---------------------------------------------------------------------------
     def control(self) -> BatchControl:
@@ -215,9 +225,13 @@ class SparkBatch:
         cols = [f"_c{i}" for i in range(len(spec.columns))] + ["_op", "_fresh", "_pre"]
         typed = self._typed(spec)
         if typed is not None:  # decoded as they were spilled, under a spec of this shape
+            plan = self._plan(typed, lo, hi)
+            if plan is not None:
+                with typed.read_back(plan, lo, hi, cols[:-2]) as small:
+                    if small is not None:  # read on the driver, sent as the rows a step keeps in memory are
+                        return self.spark.createDataFrame(small)
             keyed = self.spark.read.schema(f"{ddl}, `{ROW_COLUMN}` BIGINT").parquet(*typed.files).filter(
                 (F.col("_ts") > lo) & (F.col("_ts") <= hi))
-            plan = self._plan(typed, lo, hi)
             if plan is not None and plan.superseded is not None:  # each key's last change, by row number
                 if plan.superseded:
                     keyed = keyed.filter(~F.col(ROW_COLUMN).isin(plan.superseded))
@@ -250,7 +264,8 @@ class SparkBatch:
         return self._plans[(lo, hi)]
 
     def close(self) -> None:
-        self.events.unpersist()
+        if self._events is not None:
+            self._events.unpersist()
 
 
 def _tables(tables: Sequence[TableName]) -> Column:

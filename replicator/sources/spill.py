@@ -24,7 +24,9 @@ row that does not decode under it reads the events instead, as before.
 
 The driver also keeps an index of each table's typed changes (sources/spill_index.py): a span's
 count, deletes, fresh inserts and key range come from it, not from a Spark job, and the changes a
-later one of their key supersedes are dropped by row number instead of by a window.
+later one of their key supersedes are dropped by row number instead of by a window. Within a
+budget of `driver_rows` changes at once (the run's `--max-buffer-rows`), a span's typed files are
+read back on the driver and handed to Spark as rows in memory are (`TypedRows.read_back`).
 """
 
 from __future__ import annotations
@@ -43,12 +45,12 @@ import pyarrow.parquet as pq
 from replicator.errors import ReplicatorError
 from replicator.events import DdlEvent, RowChange
 from replicator.sources import executor as ex
-from replicator.sources.spill_index import ChangeIndex, TypedRows
+from replicator.sources.spill_index import ChangeIndex, DriverBudget, TypedRows
 from replicator.storage import fileio_for, is_url
 from replicator.tables import TableName, TableSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from replicator.sources.spark_reader import SparkBatch
 
@@ -69,6 +71,7 @@ class _Typed:
         self.spec = spec
         self.shape = ex.change_shape(spec)
         self.files: list[str] = []
+        self.rows: list[int] = []  # each file's changes
         self.index = ChangeIndex([f"_c{i}" for i, c in enumerate(spec.columns) if c.name in spec.key])
 
 
@@ -76,9 +79,10 @@ class SpillFiles:
     """A run's spill (engine/rows.py `Spill`): Parquet files under `root`/<run>/."""
 
     def __init__(self, root: str, spark: Callable[[], SparkSession],
-                 spec_of: Callable[[TableName, RowChange, Sequence[DdlEvent]], TableSpec | None] = lambda *_: None
-                 ) -> None:
+                 spec_of: Callable[[TableName, RowChange, Sequence[DdlEvent]], TableSpec | None] = lambda *_: None,
+                 driver_rows: int = 0) -> None:
         self.io = fileio_for(root)
+        self.budget = DriverBudget(driver_rows)  # typed changes read back on the driver at once
         self.parent = root
         self.root = self.io.join(root, uuid.uuid4().hex[:12])
         self._spark = spark
@@ -162,6 +166,7 @@ class SpillFiles:
             self._untype(table, typed, str(exc))
             return
         typed.files.append(self._write(typed.index.add(data, hashes)))
+        typed.rows.append(data.num_rows)
         self._typed[table] = typed
 
     def _untype(self, table: TableName, typed: _Typed, why: str) -> None:
@@ -173,7 +178,15 @@ class SpillFiles:
     def typed(self, table: TableName) -> TypedRows | None:
         """The table's spilled rows as they were decoded when spilled, if they all were."""
         typed = self._typed.get(table)
-        return None if typed is None else TypedRows(typed.shape, tuple(typed.files), typed.index)
+        return None if typed is None else TypedRows(typed.shape, tuple(typed.files), typed.index, self._read,
+                                                    self.budget, tuple(typed.rows))
+
+    def _read(self, path: str) -> pa.Table:
+        data = self.io.read(path)
+        if data is None:
+            raise ReplicatorError(f"spill file {path} is gone before its rows were applied; the run's "
+                                  "spill directory was changed by something else: run again (its rows are re-read)")
+        return pq.read_table(pa.BufferReader(data), use_threads=False, pre_buffer=False)
 
     def source(self, table: TableName) -> SparkBatch:
         from replicator.sources.spark_reader import SparkBatch
@@ -182,8 +195,12 @@ class SpillFiles:
         if batch is None:  # its own files only: a read opens no other table's
             files, topic = self._files[table], self._topic[table]
             spark = self._spark()
-            events = spark.read.schema(ex.EVENTS_DDL).parquet(*files)
-            batch = self._sources[table] = SparkBatch(spark, topic, events, vouched=True, typed=self.typed(table))
+
+            def events(files: list[str] = files) -> DataFrame:
+                return spark.read.schema(ex.EVENTS_DDL).parquet(*files)
+
+            batch = self._sources[table] = SparkBatch(spark, topic, None, load=events, vouched=True,
+                                                              typed=self.typed(table))
         return batch
 
     def clear(self) -> None:

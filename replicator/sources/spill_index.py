@@ -17,7 +17,9 @@ keys too. Memory: a few dozen bytes a spilled row (`--spill-rows` bounds them). 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -41,16 +43,80 @@ class SpanPlan:
 
     summary: ChangeSummary
     superseded: list[int] | None
+    span_rows: int = 0
+    """The changes in the span, superseded ones included."""
+
+
+class DriverBudget:
+    """At most `rows` spilled changes read back on the driver at once, over every table and pool
+    thread (`TypedRows.read_back`)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self._used = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def take(self, n: int) -> Iterator[bool]:
+        """Whether `n` more fit now; if so they count until the block ends."""
+        with self._lock:
+            ok = n <= self.rows - self._used
+            if ok:
+                self._used += n
+        try:
+            yield ok
+        finally:
+            if ok:
+                with self._lock:
+                    self._used -= n
 
 
 @dataclasses.dataclass(frozen=True)
 class TypedRows:
     """A table's rows already made `executor.change_batches` under a spec of `shape`, in Parquet
-    `files` with a ROW_COLUMN (a spill's, sources/spill.py), and the driver's `index` of them."""
+    `files` (of `file_rows` changes each) with a ROW_COLUMN (a spill's, sources/spill.py), and the
+    driver's `index` of them.
+
+    A span may be read back on the driver (`read`: one file as Arrow; `read_back`) and handed to
+    Spark as the rows a step keeps in memory are: planning a Parquet read costs about half a second
+    a table on a small machine, reading a few thousand typed rows with Arrow a few milliseconds.
+    `budget` bounds the changes read back at once (the run's `--max-buffer-rows`): typed Arrow
+    takes a fraction of what the same rows took in the buffer as Python objects (about a tenth for
+    a row of short columns), so the bound on memory holds. Beyond it Spark reads the files."""
 
     shape: tuple[Any, ...]
     files: tuple[str, ...]
     index: ChangeIndex
+    read: Callable[[str], pa.Table] | None = None
+    budget: DriverBudget | None = None
+    file_rows: tuple[int, ...] = ()
+
+    @contextmanager
+    def read_back(self, plan: SpanPlan, lo: int, hi: int, columns: Sequence[str]) -> Iterator[pa.Table | None]:
+        """The span (lo, hi]'s net changes (`columns` of them) read on the driver, held within the
+        budget until the block ends; None when they do not fit it now, or the plan leaves the
+        superseded changes to Spark's window."""
+        if self.read is None or self.budget is None or plan.superseded is None:
+            yield None
+            return
+        with self.budget.take(sum(self.file_rows)) as fits:  # whole files are read, then filtered
+            try:
+                yield self._net_changes(plan, lo, hi, columns) if fits else None
+            finally:
+                if fits:  # Arrow's allocator keeps what it freed: about 15 MiB more RSS over a step, else
+                    pa.default_memory_pool().release_unused()
+
+    def _net_changes(self, plan: SpanPlan, lo: int, hi: int, columns: Sequence[str]) -> pa.Table:
+        assert self.read is not None and plan.superseded is not None
+        drop = pa.array(plan.superseded, type=pa.int64())
+        parts = []
+        for path in self.files:
+            t = self.read(path)
+            keep = pc.and_(pc.greater(t["_ts"], lo), pc.less_equal(t["_ts"], hi))
+            if len(drop):
+                keep = pc.and_(keep, pc.invert(pc.is_in(t[ROW_COLUMN], value_set=drop)))
+            parts.append(t.filter(keep).select(list(columns)))
+        return pa.concat_tables(parts)
 
 
 class ChangeIndex:
@@ -113,4 +179,4 @@ class ChangeIndex:
             rows=winners.num_rows, deletes=int(pc.sum(winners["_op"]).as_py() or 0),
             fresh=pc.min(t.filter(first)["_ins"]).as_py() == 1, pre_images=pc.max(t["_pre"]).as_py() == 1,
             bounds=bounds, key_hashes=frozenset(t["_kh"].to_pylist()))
-        return SpanPlan(summary, superseded.to_pylist() if len(superseded) <= MAX_SUPERSEDED else None)
+        return SpanPlan(summary, superseded.to_pylist() if len(superseded) <= MAX_SUPERSEDED else None, n)

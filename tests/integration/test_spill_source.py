@@ -86,3 +86,23 @@ def test_a_row_the_spec_does_not_decode_leaves_the_table_to_its_events(spark: An
     finally:
         spill.close()
     assert not Path(spill.parent).exists()
+
+
+def test_a_typed_span_of_at_most_driver_rows_is_read_on_the_driver(spark: Any, tmp_path: Path) -> None:
+    """A span whose files hold at most `driver_rows` typed changes is read back with Arrow and handed to Spark as
+    rows in memory are, without planning a Parquet read; one change more and Spark reads the files.
+    Both give the same net changes (a redelivered key among them)."""
+    rows = [_insert(100 + k, k, f"n{k}") for k in range(40)] + [_insert(200, 7, "again")]
+    got: dict[int, tuple[list[tuple[Any, ...]], str]] = {}
+    for limit in (0, len(rows) - 1, len(rows)):
+        spill = SpillFiles(str(tmp_path / f"spill{limit}"), lambda: spark, lambda *_: SPEC, driver_rows=limit)
+        spill.write(T, "topic", [(r, 0, i, 0) for i, r in enumerate(rows[:25])])
+        spill.write(T, "topic", [(r, 1, i, 0) for i, r in enumerate(rows[25:])])
+        try:
+            got[limit] = _read(spill, SPEC)
+        finally:
+            spill.close()
+    last = {r.columns[0].value: r.columns[1].value for r in rows}
+    assert got[0][0] == got[len(rows) - 1][0] == got[len(rows)][0] == sorted((k, n, 0) for k, n in last.items())
+    assert "parquet" in got[0][1].lower() and "parquet" in got[len(rows) - 1][1].lower()
+    assert "parquet" not in got[len(rows)][1].lower(), got[len(rows)][1]

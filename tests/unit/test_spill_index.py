@@ -5,6 +5,7 @@ would have applied from memory."""
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import pairwise
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from replicator.changes import collapse
 from replicator.events import Column, Flag, Op, RowChange, TypeCode
 from replicator.sources.spill import SpillFiles
-from replicator.sources.spill_index import ROW_COLUMN, ChangeIndex
+from replicator.sources.spill_index import ROW_COLUMN, ChangeIndex, DriverBudget
 from replicator.tables import ColumnSpec, TableSpec
 
 T = ("s", "t")
@@ -75,6 +76,22 @@ def test_a_spans_plan_is_what_collapse_makes_of_its_rows(
     got = {(r["_c0"], r["_op"] == 1, None if r["_op"] else r["_c1"]) for r in kept}
     assert len(kept) == len(net)
     assert got == {(c.key[0], c.delete, None if c.image is None else c.image["v"]) for c in net}
+    # Read back on the driver: the same changes (none when the span has more than it reads).
+    cols = ["_c0", "_c1", "_op", ROW_COLUMN]
+    assert plan.span_rows == sum(1 for r in data.to_pylist() if lo < r["_ts"] <= hi)  # a key's update: two
+    whole = sum(typed.file_rows)  # whole files are read back
+    assert whole == data.num_rows
+    with typed.read_back(plan, lo, hi, cols) as none:
+        assert none is None  # a budget of 0 (the default): Spark reads it
+    budget = DriverBudget(whole)
+    with dataclasses.replace(typed, budget=budget).read_back(plan, lo, hi, cols) as small:
+        assert small is not None
+        with budget.take(1) as more:  # the budget is spent until the block ends
+            assert not more
+    with budget.take(whole) as again:
+        assert again
+    assert sorted(small.to_pylist(), key=lambda r: r[ROW_COLUMN]) == sorted(
+        ({k: r[k] for k in cols} for r in kept), key=lambda r: r[ROW_COLUMN])
     spill.close()
 
 
