@@ -295,7 +295,7 @@ class Engine:
             return spill_spec(state, ddls, table, row)
 
         edge = self.edge
-        # A span of at most a buffer's rows is read back on the driver (sources/spill_index.py `TypedRows`).
+        # Spans are read back on the driver, at most a buffer's rows at once (sources/spill_index.py `TypedRows`).
         self._spilled = SpillFiles((self.warehouse.meta / "spill").path, lambda: edge.delta.spark, spec_of,
                                    driver_rows=self.options.max_buffer_rows)
         self._spilled.forget_crashed()

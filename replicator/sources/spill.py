@@ -199,8 +199,8 @@ class SpillFiles:
             def events(files: list[str] = files) -> DataFrame:
                 return spark.read.schema(ex.EVENTS_DDL).parquet(*files)
 
-            batch = self._sources[table] = SparkBatch(spark, topic, None, load=events, vouched=True,
-                                                              typed=self.typed(table))
+            batch = SparkBatch(spark, topic, None, load=events, vouched=True, typed=self.typed(table))
+            self._sources[table] = batch
         return batch
 
     def clear(self) -> None:

@@ -43,8 +43,6 @@ class SpanPlan:
 
     summary: ChangeSummary
     superseded: list[int] | None
-    span_rows: int = 0
-    """The changes in the span, superseded ones included."""
 
 
 class DriverBudget:
@@ -179,4 +177,4 @@ class ChangeIndex:
             rows=winners.num_rows, deletes=int(pc.sum(winners["_op"]).as_py() or 0),
             fresh=pc.min(t.filter(first)["_ins"]).as_py() == 1, pre_images=pc.max(t["_pre"]).as_py() == 1,
             bounds=bounds, key_hashes=frozenset(t["_kh"].to_pylist()))
-        return SpanPlan(summary, superseded.to_pylist() if len(superseded) <= MAX_SUPERSEDED else None, n)
+        return SpanPlan(summary, superseded.to_pylist() if len(superseded) <= MAX_SUPERSEDED else None)
