@@ -249,9 +249,10 @@ def feed(stream: LiveStream, follower: Follower, rate: float, seconds: float = m
     start_rows = stream.rows_sent
     began, t0 = time.time(), time.monotonic()
     next_resolved = t0 + 1.0
-    # A tick's rows at most per call: past what the producer can send, a call that caught up with
-    # the whole shortfall would take longer each time and run the segment far past its seconds.
-    chunk = max(1, int(rate * TICK_S))
+    # Two ticks' rows at most per call (on pace a call sends less): past what the producer can send,
+    # a call that caught up with the whole shortfall would take longer each time and run the
+    # segment far past its seconds.
+    chunk = max(2, math.ceil(2 * rate * TICK_S))
     while not stream.exhausted:
         now = time.monotonic()
         if now - t0 >= seconds:
