@@ -20,7 +20,7 @@ on the same machine: a rate it did not reach within `REACHED` is marked so); lag
 third and the slope; p99 after the first minute (after the first third when the segment is shorter
 than three minutes); the median step time (a step's ``recorded_at`` in the step log to its last
 Delta commit, `bench.follower.step_times`, for the steps that ran during the segment: begun in it,
-or begun before it and ended in it); the driver's
+or in flight when it began); the driver's
 RSS (sampled every second: peak and at the end of the segment). The lag **grows** when the last
 third's p99 is more than max(2 s, the median step time) above the first third's (a step more or
 less in a third moves a percentile by about a step). The **knee** of a run: the highest rate
