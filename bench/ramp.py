@@ -20,7 +20,7 @@ on the same machine: a rate it did not reach within `REACHED` is marked so); lag
 third and the slope; p99 after the first minute (after the first third when the segment is shorter
 than three minutes); the median step time (a step's ``recorded_at`` in the step log to its last
 Delta commit, `bench.follower.step_times`, for the steps that ran during the segment: begun in it,
-or in flight when it began); the driver's
+or in flight when it began; the run's median step when none did); the driver's
 RSS (sampled every second: peak and at the end of the segment). The lag **grows** when the last
 third's p99 is more than max(2 s, the median step time) above the first third's (a step more or
 less in a third moves a percentile by about a step). The **knee** of a run: the highest rate
@@ -146,7 +146,9 @@ def _ramp_run(cfg: BenchConfig, bootstrap: str, scratch: Path, start: StartFollo
     out["counts"] = _count_check(warehouse, expected)
     lags, out["unapplied_rows"] = row_lags(warehouse, stream.produced, out["stopped_at"])
     steps = step_times(warehouse)
-    out["segments"] = [_segment(seg, lags, steps, flush_s) for seg in segments]
+    run_step = statistics.median([d for _, d in steps]) if steps else 0.0
+    out["median_step_s"] = run_step
+    out["segments"] = [_segment(seg, lags, steps, flush_s, run_step) for seg in segments]
     out["knee"] = knee(out["segments"])
     above_knee(out["segments"], out["knee"])
     k = out["knee"]
@@ -178,14 +180,16 @@ def _count_check(warehouse: Path, expected: Any) -> dict[str, Any]:
 
 
 def _segment(seg: dict[str, Any], lags: list[tuple[float, float]], steps: list[tuple[float, float]],
-             flush_s: float) -> dict[str, Any]:
-    """A segment's lag figures from the rows whose commit ts fall in it (see the module doc)."""
+             flush_s: float, run_step_s: float = 0.0) -> dict[str, Any]:
+    """A segment's lag figures from the rows whose commit ts fall in it (see the module doc). A
+    segment no step ran in (a drop shorter than the step under way) is bounded with the run's median
+    step (`run_step_s`): its rows wait for the next step like any other."""
     lo, hi = seg["started_at"], seg["ended_at"]
     times = [t for t, _ in lags]
     part = lags[bisect_left(times, lo):bisect_left(times, hi)]
     # A step of many tables can outlast a short segment: one in flight when it began counts too.
     durations = [d for at, d in steps if at < hi and (at >= lo or at + d > lo)]
-    median_step = statistics.median(durations) if durations else 0.0
+    median_step = statistics.median(durations) if durations else run_step_s
     stats = lag_stats(part, tolerance_s=max(FLAT_TOLERANCE_S, median_step))
     warm = min(WARM_UP_S, (hi - lo) / 3)
     after = [lag for t, lag in part if t >= lo + warm]
