@@ -181,10 +181,17 @@ class LiveStream:
         return self._peek
 
     def _send(self, batch: dict[int, list[Event]]) -> None:
+        """Send and wait for every record's acknowledgement: a record the broker never took (its
+        delivery timeout passed on a loaded machine) would leave the tables short of the state the
+        bench expects, so it stops the bench rather than passing unseen."""
+        failures: list[BaseException] = []
         for p, events in batch.items():
             for key, value in self.codec.encode(events):
-                self.producer.send(self.topic, key=key, value=value, partition=p)
+                self.producer.send(self.topic, key=key, value=value, partition=p).add_errback(failures.append)
         self.producer.flush()
+        if failures:
+            raise RuntimeError(f"{len(failures)} record(s) to {self.topic} were not acknowledged by the broker: "
+                               f"{failures[0]!r}")
 
     def emit(self, rows_target: int, *, until_first_row: bool = False) -> None:
         """Send events until `rows_target` rows have been sent in all, never splitting a
