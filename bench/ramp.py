@@ -215,7 +215,16 @@ def knee(segments: list[dict[str, Any]]) -> dict[str, Any]:
             nxt = s
             break
         best = s
+    # The producer (Python, on the same two cores) may not reach a rate the follower would keep up
+    # with: the highest rate it did send while the lag stayed flat, every earlier rate flat too, is
+    # then a lower bound of the knee that the table states beside it.
+    flat = 0.0
+    for s in ramp:
+        if s["grows"] or not s["lag"].get("rows"):
+            break
+        flat = max(flat, s["achieved_rate"])
     return {"rate": best["rate"] if best else None, "step_s": best["median_step_s"] if best else None,
+            "flat_up_to": flat,
             "next_rate": nxt["rate"] if nxt else None, "next_step_s": nxt["median_step_s"] if nxt else None,
             "next_why": None if nxt is None else ("not reached" if not nxt["reached"] else "lag grows"),
             "below": [s["rate"] for s in ramp if best is not None and s["rate"] <= best["rate"]]}
@@ -290,6 +299,8 @@ def render_markdown(ramp: dict[str, Any]) -> str:
         drop = next((s for s in run["segments"] if s["kind"] == "drop"), None)
         nxt = "–" if k["next_rate"] is None else (f"{k['next_rate']:,}/s: {k['next_step_s']:.1f} s, "
                                                   f"{k['next_why']}")
+        if k["next_why"] == "not reached" and k.get("flat_up_to"):
+            nxt += f"; lag flat at every rate sent, up to {k['flat_up_to']:,.0f}/s"
         drop_end = "–" if drop is None else (f"{drop['end_p99_s']:.1f} s ("
                                              + ("recovered" if drop["recovered"] else "**not recovered**") + ")")
         counts = run.get("counts", {})

@@ -47,9 +47,19 @@ def test_knee_is_the_highest_rate_sustained_with_every_lower_one() -> None:
             _segment(_seg("ramp", 10000, 300, 400, achieved=4000), _lags(300, 400, 5.0), steps, 2.0)]
     k = knee(segs)
     assert (k["rate"], k["next_rate"], k["next_why"], k["below"]) == (2000, 5000, "lag grows", [500, 2000])
+    assert k["flat_up_to"] == 2000
     above_knee(segs, k)
     # 5,000/s against a knee of 2,000/s: at most (1 - 2000/5000) x 60 = 36 s a minute, plus the saw-tooth.
     assert segs[2]["excess_slope_s_per_min"] == 36.0
     assert segs[2]["slope_ok"] is True  # 30 s a minute
     assert segs[3]["slope_ok"] is True
     assert segs[0]["slope_ok"] is None and segs[1]["slope_ok"] is None
+
+
+def test_a_rate_the_producer_did_not_reach_leaves_a_lower_bound_where_the_lag_stayed_flat() -> None:
+    steps = [(t, 4.0) for t in range(0, 300, 5)]
+    segs = [_segment(_seg("ramp", 500, 0, 100), _lags(0, 100, 5.0), steps, 2.0),
+            _segment(_seg("ramp", 2000, 100, 200, achieved=1217), _lags(100, 200, 5.0), steps, 2.0),
+            _segment(_seg("ramp", 5000, 200, 300, achieved=1648), _lags(200, 300, 5.0), steps, 2.0)]
+    k = knee(segs)
+    assert (k["rate"], k["next_rate"], k["next_why"], k["flat_up_to"]) == (500, 2000, "not reached", 1648)
