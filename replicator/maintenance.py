@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from replicator.delta.rowcount import DEFAULT_TARGET_FILE_BYTES as DEFAULT_TARGET_FILE_BYTES
-from replicator.delta.rowcount import Inexact, file_bytes, read_snapshot
+from replicator.delta.rowcount import Inexact, LogSnapshot, file_bytes, read_snapshot
 from replicator.errors import ConfigError
 from replicator.filters import TableFilter
 from replicator.mysql.tokens import quote_ident
@@ -172,12 +172,15 @@ def check_retention(retention_hours: float, floor_hours: float, name: str, allow
             f"{floor_hours:g}, or pass {OVERRIDE_FLAG} if no such reader or writer exists")
 
 
-def live_file_sizes(delta: DeltaSession, path: str) -> list[int]:
+def live_file_sizes(delta: DeltaSession, path: str, known: dict[str, LogSnapshot] | None = None) -> list[int]:
     """The sizes of the table's live data files: from its log (no Spark), else from Delta's snapshot
-    (a log this reader cannot replay exactly: a v2 checkpoint, a gap)."""
+    (a log this reader cannot replay exactly: a v2 checkpoint, a gap). `known`: the snapshots read
+    before, by path, read on from there (a follower looks at a table every few commits) and kept."""
     try:
-        snapshot = read_snapshot(path, file_bytes)
+        snapshot = read_snapshot(path, file_bytes, since=known.get(path) if known is not None else None)
         if snapshot is not None:
+            if known is not None:
+                known[path] = snapshot
             return list(snapshot.live.values())
     except Inexact as exc:
         log.info("reading the files of %s with Spark: %s", path, exc)

@@ -34,6 +34,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
+from replicator.delta.rowcount import log_names
 from replicator.storage import Location, as_location
 
 Profile = Literal["compatible", "fast"]
@@ -134,7 +135,8 @@ def _checkpoint_protocol(log_dir: Location) -> tuple[int, dict[str, Any] | None]
     import pyarrow.parquet as pq
 
     prefix = f"{version:020d}.checkpoint"
-    for name in sorted(n for n in log_dir.io.children(log_dir.path) if n.startswith(prefix) and n.endswith(".parquet")):
+    for name in sorted(n for n in log_dir.io.children_from(log_dir.path, prefix)
+                       if n.startswith(prefix) and n.endswith(".parquet")):
         data = (log_dir / name).read_bytes()
         for row in pq.read_table(io.BytesIO(data), columns=["protocol"]).column("protocol").to_pylist():
             if row is not None:
@@ -145,7 +147,7 @@ def _checkpoint_protocol(log_dir: Location) -> tuple[int, dict[str, Any] | None]
 def reader_features(table_path: str | os.PathLike[str]) -> list[str]:
     """The reader features of a Delta table's latest protocol, from its `_delta_log` (any store)."""
     log_dir = as_location(table_path) / "_delta_log"
-    names = log_dir.io.children(log_dir.path)
+    names = log_names(log_dir)
     if not names:
         return []
     start, protocol = _checkpoint_protocol(log_dir)

@@ -140,24 +140,75 @@ class LogSnapshot:
         return sum(self.live.values())
 
 
+def last_checkpoint_version(log_dir: Location) -> int | None:
+    """The version `_last_checkpoint` names (Delta's hint, written after its checkpoint); None when
+    it is absent or unreadable (the log is then listed whole)."""
+    data = log_dir.io.read((log_dir / "_last_checkpoint").path)
+    if not data:
+        return None
+    try:
+        version = json.loads(data.decode("utf-8"))["version"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    return version if isinstance(version, int) and not isinstance(version, bool) and version >= 0 else None
+
+
+def log_names(log_dir: Location) -> list[str]:
+    """The log's names from its latest checkpoint on (`_last_checkpoint`; all of them when it names
+    none or its checkpoint is not there): a log keeps `delta.logRetentionDuration` of commits (30
+    days, a commit every few seconds), and a store lists 1,000 names a request."""
+    hint = last_checkpoint_version(log_dir)
+    if hint is not None:
+        names = log_dir.io.children_from(log_dir.path, f"{hint:020d}")
+        if _latest_checkpoint(names)[0] >= hint:
+            return names
+    return log_dir.io.children(log_dir.path)
+
+
 def log_version(table_path: str | os.PathLike[str]) -> int | None:
     """The table's latest version from its `_delta_log` listing alone (the newest commit or
     checkpoint); None when the path holds no Delta table."""
     log_dir = as_location(table_path) / "_delta_log"
-    versions = [int(m[1]) for n in log_dir.io.children(log_dir.path)
+    versions = [int(m[1]) for n in log_names(log_dir)
                 if (m := _COMMIT.match(n) or _CLASSIC_CHECKPOINT.match(n) or _PART_CHECKPOINT.match(n)
                     or _V2_CHECKPOINT.match(n))]
     return max(versions, default=None)
 
 
+def _commits(names: Iterable[str]) -> list[int]:
+    return sorted(int(m[1]) for n in names if (m := _COMMIT.match(n)))
+
+
+def _replay(log_dir: Location, live: dict[FileKey, int], versions: list[int],
+            measure: Callable[[Mapping[str, Any]], int]) -> None:
+    for version in versions:
+        # "\n" only: Delta writes U+2028 and the like raw inside strings (stats of text columns)
+        lines = (log_dir / f"{version:020d}.json").read_text().split("\n")
+        apply_actions(live, (json.loads(line) for line in lines if line.strip()), measure)
+
+
 def read_snapshot(table_path: str | os.PathLike[str],
-                  measure: Callable[[Mapping[str, Any]], int] = file_rows) -> LogSnapshot | None:
+                  measure: Callable[[Mapping[str, Any]], int] = file_rows,
+                  since: LogSnapshot | None = None) -> LogSnapshot | None:
     """The table's latest version and live files (key -> `measure` of its add action: live rows by
     default), from the log; None when the path holds no Delta table; Inexact when the log cannot
-    say exactly (see the module doc)."""
+    say exactly (see the module doc). `since`: an earlier answer of this call with the same
+    `measure`, brought up to date by the commits after it alone (it is not changed)."""
     log_dir = as_location(table_path) / "_delta_log"
-    names = log_dir.io.children(log_dir.path)
-    commits = sorted(int(m[1]) for n in names if (m := _COMMIT.match(n)))
+    if since is not None:
+        later = _commits(log_dir.io.children_from(log_dir.path, f"{since.version + 1:020d}"))
+        if not later:
+            return since
+        if later == list(range(since.version + 1, since.version + 1 + len(later))):
+            live = dict(since.live)
+            try:
+                _replay(log_dir, live, later, measure)
+            except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
+                raise Inexact(f"unreadable log {log_dir}: {exc}") from None
+            return LogSnapshot(later[-1], live)
+        # the commits after it are gone (the log's retention): read from the latest checkpoint
+    names = log_names(log_dir)
+    commits = _commits(names)
     start, checkpoint_files = _latest_checkpoint(names)
     if not commits and not checkpoint_files:
         return None
@@ -166,10 +217,7 @@ def read_snapshot(table_path: str | os.PathLike[str],
         if after != list(range(start + 1, start + 1 + len(after))):
             raise Inexact(f"a gap in the commits of {log_dir} after version {start}")
         live = _checkpoint_live(log_dir, checkpoint_files, measure) if checkpoint_files else {}
-        for version in after:
-            # "\n" only: Delta writes U+2028 and the like raw inside strings (stats of text columns)
-            lines = (log_dir / f"{version:020d}.json").read_text().split("\n")
-            apply_actions(live, (json.loads(line) for line in lines if line.strip()), measure)
+        _replay(log_dir, live, after, measure)
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
         raise Inexact(f"unreadable log {log_dir}: {exc}") from None
     return LogSnapshot(after[-1] if after else start, live)

@@ -3,7 +3,8 @@ share of the run's time (issue 51; what `replicator maintain` does on demand, ma
 
 Each step's record names the tables it wrote. A table is looked at once it has had
 `min_small_files` writes since it was last looked at (a small step writes one file per table,
-delta/session.py `one_file`), by reading its live files' sizes from its log (no Spark job); it is
+delta/session.py `one_file`), by reading its live files' sizes from its log (no Spark job; on from
+where it last looked, so only the commits since, not the whole log since its checkpoint); it is
 compacted, one OPTIMIZE commit whose files are all `dataChange=false`, when at least
 `min_small_files` of them are small. So a table's small files stay below about twice the
 threshold, whatever the number of steps.
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from replicator.delta.rowcount import LogSnapshot
 from replicator.errors import LeaseLostError
 from replicator.faults import fault_point, fault_timer
 from replicator.maintenance import Maintainer, MaintainOptions, live_file_sizes
@@ -72,6 +74,7 @@ class Compactor:
         self._clock, self._wall = clock, wall
         self._started = clock()
         self._tables: dict[str, _Table] = {}  # by path
+        self._logs: dict[str, LogSnapshot] = {}  # each table's live files when last looked at, by path
         self._warned: set[str] = set()  # tables whose own retention is above the run's (said once)
         self.seconds = 0.0  # spent looking, compacting and vacuuming
         self.compacted = 0  # tables compacted
@@ -181,4 +184,4 @@ class Compactor:
         self.metrics.vacuumed(done, removed_bytes=removed, seconds=seconds)
 
     def _small(self, maintainer: Maintainer, path: str) -> list[int]:
-        return [s for s in live_file_sizes(maintainer.delta, path) if s < self.options.small_file_bytes]
+        return [s for s in live_file_sizes(maintainer.delta, path, self._logs) if s < self.options.small_file_bytes]

@@ -103,6 +103,11 @@ class FileIO(ABC):
     def children(self, path: str) -> list[str]:
         """Names of the files and directories directly below `path` (empty when there are none)."""
 
+    def children_from(self, path: str, first: str) -> list[str]:
+        """`children(path)` from the name `first` on (in name order): on an object store one list
+        from there (a `_delta_log` read from its last checkpoint, however many commits it keeps)."""
+        return [n for n in self.children(path) if n >= first]
+
     @abstractmethod
     def remove_tree(self, path: str) -> None:
         """Remove `path` and everything below it."""

@@ -259,8 +259,18 @@ class S3FileIO(FileIO):
                 yield f"{scheme}://{bucket}/{obj['Key']}", int(obj["Size"])
 
     def children(self, path: str) -> list[str]:
+        return self._children(path)
+
+    def children_from(self, path: str, first: str) -> list[str]:
+        # StartAfter is exclusive: after a proper prefix of `first` (lower than it), then kept >= it
+        _, key = split_url(path)
+        prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
+        return [n for n in self._children(path, StartAfter=prefix + first[:-1]) if n >= first] if first \
+            else self._children(path)
+
+    def _children(self, path: str, **extra: Any) -> list[str]:
         names: set[str] = set()
-        for page in self._pages(path, Delimiter="/"):
+        for page in self._pages(path, Delimiter="/", **extra):
             for obj in page.get("Contents", []):
                 names.add(str(obj["Key"]).rsplit("/", 1)[-1])
             for pre in page.get("CommonPrefixes", []):

@@ -50,3 +50,31 @@ def test_the_log_is_listed_from_a_name_on(s3_store: S3Server, spark: Any) -> Non
     with pytest.raises(Py4JJavaError, match="FileNotFoundException"):
         _listed(store, conf, jvm, f"{table}-absent/_delta_log/00000000000000000000.json")
     assert spark.sql(f"SELECT count(*) FROM {delta_ref(table)}").collect()[0][0] == 5
+
+
+def test_the_replicators_own_log_reads_list_from_the_last_checkpoint(s3_store: S3Server, spark: Any) -> None:
+    """The replicator's own readers of a log (row counts, files, versions: `tables`, `status`, a
+    follower's compaction) list it from the checkpoint `_last_checkpoint` names, through S3's
+    StartAfter (storage/s3.py `children_from`): the same names as the whole listing filtered."""
+    from replicator.delta.rowcount import file_counts, log_names, log_version, read_snapshot
+    from replicator.storage import as_location
+
+    table = s3_store.warehouse_url("log-listing-own") + "/t"
+    spark.sql(f"CREATE TABLE {delta_ref(table)} (id INT) USING delta "
+              "TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+    for i in range(7):
+        spark.sql(f"INSERT INTO {delta_ref(table)} VALUES ({i})")
+    io = fileio_for(table)
+    log = f"{table}/_delta_log"
+    every = io.children(log)
+    for first in ("", "0", "00000000000000000003", "00000000000000000006.checkpoint.parquet", "_last", "zzz"):
+        assert io.children_from(log, first) == [n for n in every if n >= first], first
+
+    names = log_names(as_location(table) / "_delta_log")
+    assert names[0] == "00000000000000000006.checkpoint.parquet" and len(names) < len(every)
+    snap = read_snapshot(table)
+    assert snap is not None and (snap.version, snap.rows) == (7, 7) and log_version(table) == 7
+    assert file_counts(table) == (7, 7)
+    spark.sql(f"INSERT INTO {delta_ref(table)} VALUES (7)")
+    later = read_snapshot(table, since=snap)
+    assert later is not None and (later.version, later.rows) == (8, 8)

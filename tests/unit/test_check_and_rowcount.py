@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,9 +13,11 @@ import pytest
 
 from replicator.cli.check import SHOWN_DIFFERENCES, count_by_table, evaluate, render
 from replicator.cli.tables import TSV_COLUMNS, tsv_lines
-from replicator.delta.rowcount import Inexact, count_rows
+from replicator.delta.rowcount import Inexact, count_rows, file_bytes, log_version, read_snapshot
 from replicator.sim.expected import ExpectedState
 from replicator.sim.simcheck import ActualTable
+from replicator.storage import Location
+from replicator.storage.local import LocalFileIO
 from replicator.views.listing import ListedTable
 
 SCHEMA = {"key": ["id"], "columns": [["id", "INT"], ["v", "VARCHAR(10)"]]}
@@ -169,3 +171,100 @@ def test_row_count_and_reader_features_read_line_separators_inside_strings(tmp_p
     assert "\u2028" in (log / f"{0:020d}.json").read_text()
     assert count_rows(table) == 4
     assert reader_features(table) == ["deletionVectors"]
+
+
+class _Listed(LocalFileIO):
+    """The local store, recording what each listing asked for."""
+
+    def __init__(self) -> None:
+        self.listings: list[str | None] = []  # None: the whole directory; else the first name asked
+
+    def children(self, path: str) -> list[str]:
+        self.listings.append(None)
+        return super().children(path)
+
+    def children_from(self, path: str, first: str) -> list[str]:
+        self.listings.append(first)
+        return [n for n in super().children(path) if n >= first]
+
+
+def _checkpoint(log: Path, version: int, *paths: str) -> None:
+    add_type = pa.struct([("path", pa.string()), ("size", pa.int64()), ("stats", pa.string())])
+    adds = [{"path": p, "size": 1, "stats": json.dumps({"numRecords": 2})} for p in paths]
+    pq.write_table(pa.table({"add": pa.array(adds, add_type)}), log / f"{version:020d}.checkpoint.parquet")
+
+
+def test_the_log_is_listed_from_its_last_checkpoint(tmp_path: Path) -> None:
+    """A log keeps a month of commits: a snapshot lists from the version `_last_checkpoint` names
+    (one store listing from there), and lists it whole only when that checkpoint is not there."""
+    table = tmp_path / "t"
+    log = table / "_delta_log"
+    for v in range(6):
+        _commit(log, v, _add(f"f{v}.parquet", 2))
+    _checkpoint(log, 3, "f0.parquet", "f1.parquet", "f2.parquet", "f3.parquet")
+    (log / "_last_checkpoint").write_text(json.dumps({"version": 3, "size": 4}))
+    for v in range(3):  # the log's retention removed the commits before the checkpoint
+        (log / f"{v:020d}.json").unlink()
+    io = _Listed()
+    where = Location(io, str(table))
+    snap = read_snapshot(where)
+    assert snap is not None and (snap.version, snap.rows) == (5, 12)
+    assert log_version(where) == 5
+    assert io.listings == [f"{3:020d}"] * 2
+
+    # a hint whose checkpoint is not there (written, then lost): the whole log, still exact
+    (log / f"{3:020d}.checkpoint.parquet").unlink()
+    _commit(log, 0, _add("f0.parquet", 2))
+    _commit(log, 1, _add("f1.parquet", 2))
+    _commit(log, 2, _add("f2.parquet", 2))
+    io.listings.clear()
+    snap = read_snapshot(where)
+    assert snap is not None and (snap.version, snap.rows) == (5, 12)
+    assert io.listings == [f"{3:020d}", None]
+    (log / "_last_checkpoint").write_text("not json")
+    io.listings.clear()
+    assert count_rows(where) == 12 and io.listings == [None]
+
+
+def test_a_snapshot_is_read_on_from_an_earlier_one(tmp_path: Path) -> None:
+    """`since`: only the commits after it are read; the earlier answer is left as it was; commits
+    gone from the log (its retention) read the log afresh from its checkpoint."""
+    table = tmp_path / "t"
+    log = table / "_delta_log"
+    _commit(log, 0, _add("a.parquet", 3), _add("b.parquet", 4))
+    io = _Listed()
+    where = Location(io, str(table))
+    first = read_snapshot(where)
+    assert first is not None and (first.version, first.rows) == (0, 7)
+    assert read_snapshot(where, since=first) is first  # nothing new
+    _commit(log, 1, _remove("a.parquet"), _add("c.parquet", 5))
+    _commit(log, 2, _add("d.parquet", 1))
+    io.listings.clear()
+    later = read_snapshot(where, since=first)
+    assert later is not None and (later.version, later.rows) == (2, 4 + 5 + 1)
+    assert io.listings == [f"{1:020d}"] and (first.version, first.rows) == (0, 7)
+    assert read_snapshot(where).live == later.live  # type: ignore[union-attr]
+
+    _checkpoint(log, 2, "b.parquet", "c.parquet", "d.parquet")
+    (log / "_last_checkpoint").write_text(json.dumps({"version": 2}))
+    _commit(log, 3, _remove("d.parquet"))
+    for v in range(2):
+        (log / f"{v:020d}.json").unlink()
+    fresh = read_snapshot(where, since=first)  # version 1 is gone: from the checkpoint
+    assert fresh is not None and (fresh.version, sorted(p for p, _ in fresh.live)) == (3, ["b.parquet", "c.parquet"])
+
+
+def test_a_follower_reads_a_tables_files_on_from_where_it_last_looked(tmp_path: Path) -> None:
+    """maintenance.live_file_sizes with the snapshots it read before: the commits since, alone."""
+    from replicator.maintenance import live_file_sizes
+
+    table = tmp_path / "t"
+    log = table / "_delta_log"
+    _commit(log, 0, _add("a.parquet", 3))
+    known: dict[str, Any] = {}
+    assert live_file_sizes(cast(Any, None), str(table), known) == [1] and known[str(table)].version == 0
+    _commit(log, 1, _add("b.parquet", 3))
+    (log / f"{0:020d}.json").write_text("not a commit any more")  # read already: not read again
+    assert live_file_sizes(cast(Any, None), str(table), known) == [1, 1] and known[str(table)].version == 1
+    with pytest.raises(Inexact):
+        read_snapshot(table, file_bytes)  # from the start: the damaged commit is read

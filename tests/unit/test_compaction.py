@@ -60,7 +60,7 @@ class _Maintainer:
 
 @pytest.fixture(autouse=True)
 def _sizes_from_the_fake(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compaction, "live_file_sizes", lambda delta, path: list(delta[path]))
+    monkeypatch.setattr(compaction, "live_file_sizes", lambda delta, path, known=None: list(delta[path]))
 
 
 def _compactor(m: _Maintainer, clock: _Clock, threshold: int = 3, retention: float = 168.0,
