@@ -245,6 +245,7 @@ COMMIT_STORE_JAR = "replicator-s3commit.jar"
 COMMIT_STORE_CLASS = "replicator.s3commit.ConditionalS3LogStore"
 FENCE_CLASS = "replicator.s3commit.Fence"
 PIN_CLASS = "replicator.s3commit.Pin"
+LOCAL_LOG_STORE_CLASS = "replicator.s3commit.LocalListingLogStore"  # file:// tables' log, listed by name first
 _COMMIT_STORE_SOURCES = Path(__file__).with_name("java") / "s3commit"
 
 

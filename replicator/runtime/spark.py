@@ -233,6 +233,17 @@ def commit_store_conf(jars_: list[str]) -> dict[str, str]:
     return {f"spark.delta.logStore.{scheme}.impl": jars.COMMIT_STORE_CLASS for scheme in ("s3a", "s3")}
 
 
+def local_log_store_conf(jars_: list[str]) -> dict[str, str]:
+    """The replicator's session lists a local table's log from a version by the directory's names
+    first (runtime/java/s3commit/LocalListingLogStore.java): Delta's own local store reads every
+    entry's status at every refresh, a log holds 30 days of commits, and a followed table's commits
+    then grow slower by the day. Empty without the jar or when the user's `[spark]` names a store."""
+    key = "spark.delta.logStore.file.impl"
+    if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_) or key in storage_options().spark_conf:
+        return {}
+    return {key: jars.LOCAL_LOG_STORE_CLASS}
+
+
 def log_store_conf(jars_: list[str]) -> dict[str, str]:
     """`commit_store_conf` less what the user's `[spark]` settings set themselves (a DynamoDB log
     store wins): what the replicator's session, and `replicator spark-conf`, give s3a:// tables."""
@@ -441,7 +452,8 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(driver_java_options(jar_list)))
         if jar_list is not None:
             builder = builder.config("spark.jars", ",".join(jar_list))
-            for key, value in _merged_conf(local_fs_conf(jar_list), log_store_conf(jar_list)).items():
+            for key, value in _merged_conf(local_fs_conf(jar_list), log_store_conf(jar_list),
+                                           local_log_store_conf(jar_list)).items():
                 builder = builder.config(key, value)
         try:
             if NEXT.verbose:
