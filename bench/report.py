@@ -30,7 +30,7 @@ def render_markdown(results: dict[str, Any], cfg: BenchConfig) -> str:
                   _features_md(results), _schema_md(results), resources, _profile_md(results, cfg), _peer_md(results),
                   _tables_md(results), _follower_md(results), _reader_md(results), _objectstore_md(results),
                   _manytables_md(results), _own_md(results, "skew"), _own_md(results, "ramp"),
-                  _own_md(results, "follow")):
+                  _own_md(results, "follow"), _own_md(results, "longlog")):
         lines += block
     notes = results.get("notes")
     if notes:

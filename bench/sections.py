@@ -204,6 +204,12 @@ def _follow_finish(ctx: Context) -> None:
     finish_follow(ctx.spark, ctx.results["follow"], ctx.shared.get("follow_server"), ctx.cfg.follow_read_repeat)
 
 
+def _longlog(ctx: Context) -> None:
+    from bench.longlog import bench_longlog
+
+    ctx.results["longlog"] = bench_longlog(ctx.cfg, ctx.scratch)
+
+
 def _scale(ctx: Context) -> None:
     ctx.results["scale"] = bench_scale(ctx.spark, ctx.cfg, ctx.scratch)
 
@@ -248,6 +254,8 @@ SECTIONS: tuple[Section, ...] = (
             before_spark=_ramp),
     Section("follow", "15: a long follow, compressed (files, step time, reads before and after OPTIMIZE, records)",
             needs_broker=True, before_spark=_follow, with_spark=_follow_finish),
+    Section("longlog", "16: a long _delta_log (a small commit's time by the log's length, local)",
+            before_spark=_longlog),
     Section("scale", "3: scale", with_spark=_scale),
     Section("features", "3b: table features (MERGE vs append per profile, deletion vectors at scale)",
             with_spark=_features),
@@ -256,7 +264,8 @@ SECTIONS: tuple[Section, ...] = (
 )
 """Every section, in run order (section 4, resources, reports figures of the end-to-end runs). The
 sections whose runs are subprocesses (e2e, peer, tables, follower, reader, objectstore, manytables, skew,
-ramp, follow) come first: their ``before_spark`` phases run while the bench's own JVM is not up to compete with them."""
+ramp, follow, longlog) come first: their ``before_spark`` phases run while the bench's own JVM is not up to
+compete with them."""
 
 
 def section_names() -> tuple[str, ...]:
