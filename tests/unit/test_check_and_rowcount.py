@@ -268,3 +268,24 @@ def test_a_follower_reads_a_tables_files_on_from_where_it_last_looked(tmp_path: 
     assert live_file_sizes(cast(Any, None), str(table), known) == [1, 1] and known[str(table)].version == 1
     with pytest.raises(Inexact):
         read_snapshot(table, file_bytes)  # from the start: the damaged commit is read
+
+
+def test_a_v2_checkpoint_named_by_the_hint_gives_the_version_not_the_rows(tmp_path: Path) -> None:
+    """A v2 checkpoint (sidecars) cannot be replayed here: the rows are Inexact, as before, while
+    the version (`status`'s fallback) still comes from the log's names, and reading the reader
+    features does not fail (a v2 checkpoint's protocol is not read: features.py)."""
+    from replicator.delta.features import reader_features
+
+    table = tmp_path / "t"
+    log = table / "_delta_log"
+    protocol = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"],
+                             "writerFeatures": ["v2Checkpoint"]}}
+    _commit(log, 0, protocol, _add("a.parquet", 3))
+    _commit(log, 1, _add("b.parquet", 3))
+    (log / f"{1:020d}.checkpoint.{'0' * 8}-0000-0000-0000-{'0' * 12}.json").write_text("{}\n")
+    (log / "_last_checkpoint").write_text(json.dumps({"version": 1}))
+    _commit(log, 2, _add("c.parquet", 3))
+    with pytest.raises(Inexact, match="v2 checkpoint"):
+        count_rows(table)
+    assert log_version(table) == 2
+    assert isinstance(reader_features(table), list)
