@@ -66,7 +66,8 @@ class BenchConfig:
     streams: tuple[str, ...] = STREAMS  # the end-to-end (and peer) streams, each on every protocol
     # names in bench.sections.SECTIONS, in its order
     sections: tuple[str, ...] = ("codec", "e2e", "peer", "tables", "follower", "reader", "objectstore",
-                                 "manytables", "skew", "ramp", "follow", "scale", "features", "schema", "profile")
+                                 "manytables", "skew", "ramp", "follow", "longlog", "scale", "features", "schema",
+                                 "profile")
     scale_sizes: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
     scale_repeat: int = 3
     scale_changes: int = 10_000

@@ -256,7 +256,7 @@ def test_bench_sections_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
 def test_sections_are_registered_in_one_place() -> None:
     names = [s.name for s in bench.SECTIONS]
     assert names == ["codec", "e2e", "peer", "tables", "follower", "reader", "objectstore", "manytables", "skew",
-                     "ramp", "follow", "scale", "features", "schema", "profile"]
+                     "ramp", "follow", "longlog", "scale", "features", "schema", "profile"]
     assert bench.parse_args(["--quick"]).sections == tuple(names) == bench.BenchConfig().sections
     assert bench.parse_args(["--sections", "scale,codec"]).sections == ("scale", "codec")
     quick = bench.parse_args(["--quick"])
@@ -431,3 +431,18 @@ def test_follow_section_at_a_tiny_size(kafka_bootstrap: str, spark: Any, s3_serv
     md = (cfg.out / "results.md").read_text()
     assert "## 15. A long follow, compressed" in md and "| local | shop.customers | insert-only |" in md
     assert "follow, local: a full Spark read <= 1.2x the same table's after OPTIMIZE" in md
+
+
+def test_longlog_section_at_a_tiny_size(spark: Any, tmp_path: Path) -> None:
+    """The longlog section's worker (issue 51) in this process, on the shared session's log store
+    (the replicator's), over a log written ahead to a checkpoint; and its report beside Delta's."""
+    from bench.longlog import STORES, _worker, render_markdown
+
+    res = _worker("replicator", tmp_path, [100])
+    assert res["store"] == STORES["replicator"]
+    (row,) = res["rows"]
+    # CREATE, INSERT, 97 copies, the checkpointing INSERT (version 100), 10 timed: 1 + 10 + 2 rows
+    assert (row["commits"], row["rows"]) == (100, 12) and row["log_files"] >= 4 * 98 and row["insert_s"] > 0
+    delta = {"store": STORES["delta"], "rows": [dict(row, insert_s=row["insert_s"] * 2)]}
+    md = render_markdown({"commits": [100], "inserts": 8, "stores": {"delta": delta, "replicator": res}})
+    assert "## 16. A long `_delta_log`" in md and "| 100 |" in md and "**2.0x**" in md
