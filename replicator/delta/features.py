@@ -34,7 +34,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
-from replicator.delta.rowcount import log_names
+from replicator.delta.rowcount import last_checkpoint_version, log_names
 from replicator.storage import Location, as_location
 
 Profile = Literal["compatible", "fast"]
@@ -124,19 +124,18 @@ def _protocol_reader_features(protocol: dict[str, Any]) -> list[str]:
     return ["columnMapping"] if version == 2 else []
 
 
-def _checkpoint_protocol(log_dir: Location) -> tuple[int, dict[str, Any] | None]:
-    """Version and protocol of the latest checkpoint named by `_last_checkpoint` (-1 when none)."""
-    last = log_dir.io.read((log_dir / "_last_checkpoint").path)
-    if last is None:
+def _checkpoint_protocol(log_dir: Location, names: list[str]) -> tuple[int, dict[str, Any] | None]:
+    """Version and protocol of the latest checkpoint named by `_last_checkpoint` (-1 when none),
+    its files found among `names` (the log's listing from that checkpoint on)."""
+    version = last_checkpoint_version(log_dir)
+    if version is None:
         return -1, None
-    version = int(json.loads(last.decode("utf-8"))["version"])
     import io
 
     import pyarrow.parquet as pq
 
     prefix = f"{version:020d}.checkpoint"
-    for name in sorted(n for n in log_dir.io.children_from(log_dir.path, prefix)
-                       if n.startswith(prefix) and n.endswith(".parquet")):
+    for name in sorted(n for n in names if n.startswith(prefix) and n.endswith(".parquet")):
         data = (log_dir / name).read_bytes()
         for row in pq.read_table(io.BytesIO(data), columns=["protocol"]).column("protocol").to_pylist():
             if row is not None:
@@ -150,7 +149,7 @@ def reader_features(table_path: str | os.PathLike[str]) -> list[str]:
     names = log_names(log_dir)
     if not names:
         return []
-    start, protocol = _checkpoint_protocol(log_dir)
+    start, protocol = _checkpoint_protocol(log_dir, names)
     commits = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) > start)
     for version in commits:
         for line in (log_dir / f"{version:020d}.json").read_text().split("\n"):  # not U+2028 etc.

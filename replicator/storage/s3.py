@@ -237,9 +237,14 @@ class S3FileIO(FileIO):
 
         return self._call(path, "look up", probe)
 
+    @staticmethod
+    def _prefix(path: str) -> str:
+        """The key prefix of the objects below `path` ("" at a bucket's top)."""
+        key = split_url(path)[1].rstrip("/")
+        return key + "/" if key else ""
+
     def _pages(self, path: str, **extra: Any) -> Iterator[dict[str, Any]]:
-        bucket, key = split_url(path)
-        prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
+        bucket, prefix = split_url(path)[0], self._prefix(path)
         token: str | None = None
         while True:
             args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, **extra}
@@ -263,9 +268,7 @@ class S3FileIO(FileIO):
 
     def children_from(self, path: str, first: str) -> list[str]:
         # StartAfter is exclusive: after a proper prefix of `first` (lower than it), then kept >= it
-        _, key = split_url(path)
-        prefix = key.rstrip("/") + "/" if key.rstrip("/") else ""
-        return [n for n in self._children(path, StartAfter=prefix + first[:-1]) if n >= first] if first \
+        return [n for n in self._children(path, StartAfter=self._prefix(path) + first[:-1]) if n >= first] if first \
             else self._children(path)
 
     def _children(self, path: str, **extra: Any) -> list[str]:
