@@ -246,6 +246,7 @@ COMMIT_STORE_CLASS = "replicator.s3commit.ConditionalS3LogStore"
 FENCE_CLASS = "replicator.s3commit.Fence"
 PIN_CLASS = "replicator.s3commit.Pin"
 LOCAL_LOG_STORE_CLASS = "replicator.s3commit.LocalListingLogStore"  # file:// tables' log, listed by name first
+CHECKPOINT_FILE_MANAGER_CLASS = "replicator.s3commit.DirectPutCheckpointFileManager"  # one PUT per .crc on s3a
 _COMMIT_STORE_SOURCES = Path(__file__).with_name("java") / "s3commit"
 
 
@@ -272,9 +273,10 @@ def build_commit_store(into: Path) -> Path:
         raise JarResolutionError(
             f"cannot build {COMMIT_STORE_JAR} (the s3a commit store) into {into}: it needs a JDK's javac on PATH or in "
             "JAVA_HOME, and pyspark installed; or point " f"{JARS_DIR_ENV} at a directory that holds it")
-    hadoop_api = sorted((Path(spec.origin).parent / "jars").glob("hadoop-client-api-*.jar"))
+    # pyspark's own jars: Hadoop's API, and Spark's for the checkpoint file manager
+    spark_jars = sorted((Path(spec.origin).parent / "jars").glob("*.jar"))
     needed = [into / a.file_name for g in ("delta", "s3") for a in GROUPS[g]]
-    classpath = os.pathsep.join(str(p) for p in [*hadoop_api, *needed])
+    classpath = os.pathsep.join(str(p) for p in [*spark_jars, *needed])
     with tempfile.TemporaryDirectory(prefix="replicator-s3commit.") as tmp:
         done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", tmp,
                                *map(str, sources)], capture_output=True, text=True, check=False)

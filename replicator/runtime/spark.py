@@ -244,6 +244,17 @@ def local_log_store_conf(jars_: list[str]) -> dict[str, str]:
     return {key: jars.LOCAL_LOG_STORE_CLASS}
 
 
+def checkpoint_manager_conf(jars_: list[str]) -> dict[str, str]:
+    """The replicator's session writes Delta's checksum files on s3a:// with one PUT each
+    (runtime/java/s3commit/DirectPutCheckpointFileManager.java) instead of a temporary file and a
+    rename: a third of a small MERGE's S3 requests (docs/delta.md). Other file systems keep
+    Spark's own manager. Empty without the jar or when the user's `[spark]` names a manager."""
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_) or key in storage_options().spark_conf:
+        return {}
+    return {key: jars.CHECKPOINT_FILE_MANAGER_CLASS}
+
+
 def log_store_conf(jars_: list[str]) -> dict[str, str]:
     """`commit_store_conf` less what the user's `[spark]` settings set themselves (a DynamoDB log
     store wins): what the replicator's session, and `replicator spark-conf`, give s3a:// tables."""
@@ -453,7 +464,7 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         if jar_list is not None:
             builder = builder.config("spark.jars", ",".join(jar_list))
             for key, value in _merged_conf(local_fs_conf(jar_list), log_store_conf(jar_list),
-                                           local_log_store_conf(jar_list)).items():
+                                           local_log_store_conf(jar_list), checkpoint_manager_conf(jar_list)).items():
                 builder = builder.config(key, value)
         try:
             if NEXT.verbose:
