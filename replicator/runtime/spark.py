@@ -233,26 +233,27 @@ def commit_store_conf(jars_: list[str]) -> dict[str, str]:
     return {f"spark.delta.logStore.{scheme}.impl": jars.COMMIT_STORE_CLASS for scheme in ("s3a", "s3")}
 
 
-def local_log_store_conf(jars_: list[str]) -> dict[str, str]:
-    """The replicator's session lists a local table's log from a version by the directory's names
-    first (runtime/java/s3commit/LocalListingLogStore.java): Delta's own local store reads every
-    entry's status at every refresh, a log holds 30 days of commits, and a followed table's commits
-    then grow slower by the day. Empty without the jar or when the user's `[spark]` names a store."""
-    key = "spark.delta.logStore.file.impl"
-    if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_) or key in storage_options().spark_conf:
-        return {}
-    return {key: jars.LOCAL_LOG_STORE_CLASS}
+# Session-wide helpers in the commit store's jar, each unless the user's `[spark]` names its own:
+# - local logs are listed from a version by the directory's names first
+#   (runtime/java/s3commit/LocalListingLogStore.java): Delta's own local store reads every entry's
+#   status at every refresh, a log holds 30 days of commits, and a followed table's commits would
+#   grow slower by the day;
+# - Delta's checksum files on s3a:// are written with one PUT each
+#   (runtime/java/s3commit/DirectPutCheckpointFileManager.java), not a temporary file and a
+#   rename: a third of a small MERGE's S3 requests (docs/delta.md). Other stores keep Spark's own.
+_JAR_HELPERS = {
+    "spark.delta.logStore.file.impl": jars.LOCAL_LOG_STORE_CLASS,
+    "spark.sql.streaming.checkpointFileManagerClass": jars.CHECKPOINT_FILE_MANAGER_CLASS,
+}
 
 
-def checkpoint_manager_conf(jars_: list[str]) -> dict[str, str]:
-    """The replicator's session writes Delta's checksum files on s3a:// with one PUT each
-    (runtime/java/s3commit/DirectPutCheckpointFileManager.java) instead of a temporary file and a
-    rename: a third of a small MERGE's S3 requests (docs/delta.md). Other file systems keep
-    Spark's own manager. Empty without the jar or when the user's `[spark]` names a manager."""
-    key = "spark.sql.streaming.checkpointFileManagerClass"
-    if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_) or key in storage_options().spark_conf:
+def jar_helpers_conf(jars_: list[str]) -> dict[str, str]:
+    """The helpers above that the replicator's session sets: none without the commit store's jar,
+    and none the user's `[spark]` settings name."""
+    if not any(Path(j).name == jars.COMMIT_STORE_JAR for j in jars_):
         return {}
-    return {key: jars.CHECKPOINT_FILE_MANAGER_CLASS}
+    user = storage_options().spark_conf
+    return {key: value for key, value in _JAR_HELPERS.items() if key not in user}
 
 
 def log_store_conf(jars_: list[str]) -> dict[str, str]:
@@ -464,7 +465,7 @@ def get_spark(app_name: str = "replicator") -> SparkSession:
         if jar_list is not None:
             builder = builder.config("spark.jars", ",".join(jar_list))
             for key, value in _merged_conf(local_fs_conf(jar_list), log_store_conf(jar_list),
-                                           local_log_store_conf(jar_list), checkpoint_manager_conf(jar_list)).items():
+                                           jar_helpers_conf(jar_list)).items():
                 builder = builder.config(key, value)
         try:
             if NEXT.verbose:

@@ -14,6 +14,7 @@ import pytest
 from replicator.cli import main
 from replicator.errors import ConfigError
 from replicator.runtime import jars
+from replicator.runtime.spark import jar_helpers_conf
 from replicator.runtime.writerconf import builder_snippet, render, spark_submit_flags, writer_conf
 from replicator.storage import StorageOptions, configure, storage_options
 
@@ -107,3 +108,14 @@ def test_the_command_prints_both_forms(jar_dir: Path, capsys: pytest.CaptureFixt
     assert f'.config("spark.delta.logStore.s3a.impl", "{jars.COMMIT_STORE_CLASS}")' in out
     assert "--conf spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000" in out
     assert main(["spark-conf"]) == 2  # --warehouse is required
+
+
+def test_the_sessions_jar_helpers_yield_to_the_users_own_settings(jar_dir: Path) -> None:
+    store = str(jar_dir / jars.COMMIT_STORE_JAR)
+    configure(StorageOptions())
+    assert jar_helpers_conf([store]) == {
+        "spark.delta.logStore.file.impl": jars.LOCAL_LOG_STORE_CLASS,
+        "spark.sql.streaming.checkpointFileManagerClass": jars.CHECKPOINT_FILE_MANAGER_CLASS}
+    assert jar_helpers_conf([str(jar_dir / "delta-spark.jar")]) == {}, "without the jar, Delta's and Spark's own"
+    configure(StorageOptions(spark_conf={"spark.sql.streaming.checkpointFileManagerClass": "my.Manager"}))
+    assert jar_helpers_conf([store]) == {"spark.delta.logStore.file.impl": jars.LOCAL_LOG_STORE_CLASS}
