@@ -87,11 +87,7 @@ public class DirectPutCheckpointFileManager implements CheckpointFileManager {
                 return;
             }
             ended = true;
-            try {
-                out.abort();
-            } catch (UnsupportedOperationException e) {
-                throw new IllegalStateException("replicator: this S3A stream cannot abort an upload", e);
-            }
+            out.abort();  // S3A's block output stream is Abortable: the upload is dropped, not completed
         }
 
         @Override
