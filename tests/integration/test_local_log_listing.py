@@ -6,6 +6,9 @@ and the replicator's session committing through it. The shared Spark session's J
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +65,64 @@ def test_a_local_log_is_listed_as_delta_lists_it(spark: Any, tmp_path: Path) -> 
     (log / ".00000000000000000009.json.tmp").unlink()
     spark.sql(f"INSERT INTO {delta_ref(table)} VALUES (7)")  # through the session's store
     assert spark.sql(f"SELECT count(*), sum(id) FROM {delta_ref(table)}").collect()[0][:] == (8, 28)
+
+
+def _version(spark: Any, table: str) -> int:
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table)
+    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
+
+
+def _other_writers_commit(log: Path, version: int) -> None:
+    """A commit by another writer (no rows: a commit's info alone), the log directory's time kept
+    as it was, so only the look at the next commit's name can tell."""
+    before = log.stat()
+    info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "OTHER WRITER"}}
+    (log / f"{version:020d}.json").write_text(json.dumps(info) + "\n")
+    os.utime(log, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_statements_second_look_at_the_log_reuses_its_first(spark: Any, tmp_path: Path) -> None:
+    """A MERGE lists its table's log when analysed and again when its transaction starts: the second
+    is the first handed out again (ListingCache.java), so the statement lists the directory once. A
+    commit by another writer right after a kept listing is seen at the next look all the same, and a
+    file another writer adds is seen by the directory's time; `replicator.log.reuseListing=false`
+    turns reuse off."""
+    jvm = spark._jvm
+    cache = jvm.replicator.s3commit.ListingCache
+    table = str(tmp_path / "t")
+    log = Path(table) / "_delta_log"
+    spark.sql(f"CREATE TABLE {delta_ref(table)} (id INT, v STRING) USING delta")
+    spark.sql(f"INSERT INTO {delta_ref(table)} VALUES (1, 'a'), (2, 'b')")
+    time.sleep(0.3)  # settled: a listing begun within the clock's tick of a change is never kept
+    hits = cache.hits()
+    spark.sql(f"MERGE INTO {delta_ref(table)} t USING (SELECT * FROM VALUES (2, 'B'), (3, 'c') AS s(id, v)) s "
+              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert cache.hits() == hits + 1
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {delta_ref(table)}").collect()) == [
+        (1, "a"), (2, "B"), (3, "c")]
+
+    time.sleep(0.3)
+    version = _version(spark, table)  # listed and kept
+    _other_writers_commit(log, version + 1)
+    assert _version(spark, table) == version + 1
+
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    store = jvm.replicator.s3commit.LocalListingLogStore(conf)
+    time.sleep(0.3)
+    first = _listed(store, conf, jvm, f"{log}/00000000000000000000")
+    (log / "zz-another-writers-file").write_text("")
+    added = _listed(jvm.io.delta.storage.LocalLogStore(conf), conf, jvm, f"{log}/zz")
+    assert _listed(store, conf, jvm, f"{log}/00000000000000000000") == [*first, *added] and len(added) == 1
+
+    hadoop = spark._jsc.hadoopConfiguration()
+    hadoop.set("replicator.log.reuseListing", "false")
+    try:
+        time.sleep(0.3)
+        hits = cache.hits()
+        spark.sql(f"MERGE INTO {delta_ref(table)} t USING (SELECT 4 AS id, 'd' AS v) s ON t.id = s.id "
+                  "WHEN NOT MATCHED THEN INSERT *")
+        assert cache.hits() == hits
+    finally:
+        hadoop.unset("replicator.log.reuseListing")
+    assert spark.sql(f"SELECT count(*) FROM {delta_ref(table)}").collect()[0][0] == 4

@@ -10,8 +10,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 
 import io.delta.storage.HadoopFileSystemLogStore;
 import org.apache.hadoop.conf.Configuration;
@@ -28,8 +30,10 @@ import software.amazon.awssdk.core.exception.SdkException;
 import software.amazon.awssdk.core.sync.RequestBody;
 import software.amazon.awssdk.services.s3.S3Client;
 import software.amazon.awssdk.services.s3.model.GetObjectRequest;
+import software.amazon.awssdk.services.s3.model.HeadObjectRequest;
 import software.amazon.awssdk.services.s3.model.ListObjectsV2Request;
 import software.amazon.awssdk.services.s3.model.ListObjectsV2Response;
+import software.amazon.awssdk.services.s3.model.NoSuchKeyException;
 import software.amazon.awssdk.services.s3.model.PutObjectRequest;
 import software.amazon.awssdk.services.s3.model.S3Exception;
 import software.amazon.awssdk.services.s3.model.S3Object;
@@ -71,7 +75,16 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
     public void write(Path path, Iterator<String> actions, Boolean overwrite, Configuration hadoopConf)
             throws IOException {
         FileSystem fs = path.getFileSystem(hadoopConf);
-        byte[] data = body(actions);
+        String dir = fs.makeQualified(path.getParent()).toString();
+        ListingCache.forget(dir);  // before and after: no listing spanning the write is handed out again
+        try {
+            put(fs, path, body(actions), overwrite);
+        } finally {
+            ListingCache.forget(dir);
+        }
+    }
+
+    private void put(FileSystem fs, Path path, byte[] data, boolean overwrite) throws IOException {
         if (overwrite) {
             try (FSDataOutputStream out = fs.create(path, true)) {
                 out.write(data);
@@ -236,9 +249,21 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         S3AFileSystem s3a = (S3AFileSystem) fs;
         String dir = s3a.pathToKey(s3a.makeQualified(path.getParent()));
         String prefix = dir.isEmpty() ? "" : dir + "/";
+        String cacheKey = s3a.makeQualified(path.getParent()).toString();
+        boolean reuse = ListingCache.enabled(hadoopConf);
+        S3Client client = s3a.getS3AInternals().getAmazonS3Client("Delta log listing");
+        if (reuse) {
+            List<FileStatus> again = ListingCache.reuse(cacheKey, name, 0L,
+                    child -> eTag(client, s3a.getBucket(), prefix + child));
+            if (again != null) {
+                return again.iterator();
+            }
+        }
+        long writes = ListingCache.writes(cacheKey);
+        long began = System.nanoTime();
+        Map<String, String> eTags = new HashMap<>();
         // StartAfter is exclusive: start after a key just below the name's, then keep names >= it.
         String below = name.substring(0, name.length() - 1) + (char) (name.charAt(name.length() - 1) - 1);
-        S3Client client = s3a.getS3AInternals().getAmazonS3Client("Delta log listing");
         int page = Math.max(1, hadoopConf.getInt("fs.s3a.paging.maximum", 5000));
         long blockSize = s3a.getDefaultBlockSize();
         List<FileStatus> out = new ArrayList<>();
@@ -256,6 +281,7 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
                     if (!child.isEmpty() && child.compareTo(name) >= 0) {
                         out.add(new FileStatus(object.size(), false, 1, blockSize,
                                 object.lastModified().toEpochMilli(), s3a.keyToQualifiedPath(object.key())));
+                        eTags.put(child, unquoted(object.eTag()));
                     }
                 }
                 token = Boolean.TRUE.equals(listed.isTruncated()) ? listed.nextContinuationToken() : null;
@@ -267,7 +293,30 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
             throw new FileNotFoundException(String.format("No such file or directory: %s", path.getParent()));
         }
         out.sort(Comparator.comparing(status -> status.getPath().getName()));
+        if (reuse) {
+            ListingCache.keep(cacheKey, name, out, began, writes, 0L, status -> eTags.get(status.getPath().getName()));
+        }
         return out.iterator();
+    }
+
+    /** An object's ETag by a HEAD (one request whatever the directory holds); null when it is not there. */
+    private static String eTag(S3Client client, String bucket, String key) throws IOException {
+        try {
+            return unquoted(client.headObject(HeadObjectRequest.builder().bucket(bucket).key(key).build()).eTag());
+        } catch (NoSuchKeyException e) {
+            return null;
+        } catch (S3Exception e) {
+            if (e.statusCode() == 404) {
+                return null;
+            }
+            throw new IOException("replicator: could not look at " + key + ": " + e.getMessage(), e);
+        } catch (SdkException e) {
+            throw new IOException("replicator: could not look at " + key + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static String unquoted(String eTag) {
+        return eTag == null ? "" : eTag.replace("\"", "");
     }
 
     @Override

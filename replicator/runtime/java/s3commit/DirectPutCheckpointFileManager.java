@@ -65,7 +65,7 @@ public class DirectPutCheckpointFileManager implements CheckpointFileManager {
             return spark.createAtomic(path, overwriteIfPossible);
         }
         try {
-            return new DirectPut(fs.create(path, overwriteIfPossible));
+            return new DirectPut(fs.create(path, overwriteIfPossible), fs.makeQualified(path.getParent()).toString());
         } catch (IOException e) {
             throw rethrow(e);
         }
@@ -74,11 +74,13 @@ public class DirectPutCheckpointFileManager implements CheckpointFileManager {
     /** The S3A stream itself: its object appears at close, never before; cancel aborts it. */
     private static final class DirectPut extends CancellableFSDataOutputStream {
         private final FSDataOutputStream out;
+        private final String dir;
         private boolean ended;
 
-        DirectPut(FSDataOutputStream out) {
+        DirectPut(FSDataOutputStream out, String dir) {
             super(out);
             this.out = out;
+            this.dir = dir;
         }
 
         @Override
@@ -96,7 +98,11 @@ public class DirectPutCheckpointFileManager implements CheckpointFileManager {
                 return;
             }
             ended = true;
-            super.close();
+            try {
+                super.close();
+            } finally {
+                ListingCache.forget(dir);  // a checkpoint or checksum is in the log now: list it afresh
+            }
         }
     }
 

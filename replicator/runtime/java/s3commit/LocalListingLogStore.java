@@ -29,7 +29,8 @@ import org.apache.hadoop.fs.RawLocalFileSystem;
  * at 40,000 a one-row INSERT took 1.4 s where it took 0.27 s. Here the directory's names are read
  * alone (under a microsecond each), and only those from the name asked for on (a checkpoint's
  * version and what follows it: a few hundred) get a status: 0.18 s at 40,000 files. Same files,
- * same order, same errors as Delta's listing; writing is Delta's own.
+ * same order, same errors as Delta's listing; writing is Delta's own. A listing is handed out again
+ * for the same statement's second look while nothing changed ({@link ListingCache}).
  */
 public class LocalListingLogStore extends LocalLogStore {
 
@@ -56,6 +57,18 @@ public class LocalListingLogStore extends LocalLogStore {
             throw new FileNotFoundException("No such file or directory: " + parent);
         }
         String first = path.getName();
+        String key = fs.makeQualified(parent).toString();
+        boolean reuse = ListingCache.enabled(hadoopConf);
+        long stamp = dir.lastModified();
+        if (reuse) {
+            List<FileStatus> again = ListingCache.reuse(key, first, stamp, name -> identity(new File(dir, name)));
+            if (again != null) {
+                return again.iterator();
+            }
+        }
+        long writes = ListingCache.writes(key);
+        long began = System.nanoTime();
+        boolean settled = System.currentTimeMillis() - stamp > ListingCache.SETTLED_MILLIS;
         List<String> names = new ArrayList<>();
         try (DirectoryStream<java.nio.file.Path> entries = Files.newDirectoryStream(dir.toPath())) {
             for (java.nio.file.Path entry : entries) {
@@ -75,6 +88,27 @@ public class LocalListingLogStore extends LocalLogStore {
                 // removed since the names were read (an expired commit, a temporary file): not listed
             }
         }
+        if (reuse && settled) {
+            ListingCache.keep(key, first, out, began, writes, stamp,
+                    status -> identity(new File(dir, status.getPath().getName())));
+        }
         return out.iterator();
+    }
+
+    /** A local file's size and time; null when it is not there. */
+    private static String identity(File file) {
+        return file.isFile() ? file.length() + ":" + file.lastModified() : null;
+    }
+
+    @Override
+    public void write(Path path, Iterator<String> actions, Boolean overwrite, Configuration hadoopConf)
+            throws IOException {
+        String key = path.getFileSystem(hadoopConf).makeQualified(path.getParent()).toString();
+        ListingCache.forget(key);
+        try {
+            super.write(path, actions, overwrite, hadoopConf);
+        } finally {
+            ListingCache.forget(key);
+        }
     }
 }
