@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from kafka import KafkaProducer
 
 from replicator.codec.values import DecodeOptions
+from replicator.delta.writer import delta_ref
 from replicator.engine.pipeline import Engine, RunOptions, RunSummary
 from replicator.sources.kafka import KafkaSettings, KafkaSource
 from replicator.warehouse import Warehouse
@@ -107,3 +109,26 @@ class Background:
         self.thread.join(timeout=timeout)
         assert self.error is None and self.summary is not None, self.error
         return self.summary
+
+
+def delta_version(spark: Any, table: str) -> int:
+    """The table's version as the session's Delta log sees it after a refresh (a look at its log)."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table)
+    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
+
+
+def merge_listing_the_log_once(spark: Any, table: str, settle_s: float = 0.0) -> None:
+    """A table made and MERGEd into, the MERGE's second look at its log (Delta lists it at analysis
+    and again when the transaction starts) the first listing handed out again (ListingCache.java),
+    and the rows right. `settle_s`: a wait before the MERGE (a local directory's time must settle)."""
+    cache = spark._jvm.replicator.s3commit.ListingCache
+    spark.sql(f"CREATE TABLE {delta_ref(table)} (id INT, v STRING) USING delta")
+    spark.sql(f"INSERT INTO {delta_ref(table)} VALUES (1, 'a'), (2, 'b')")
+    time.sleep(settle_s)
+    hits = cache.hits()
+    spark.sql(f"MERGE INTO {delta_ref(table)} t USING (SELECT * FROM VALUES (2, 'B'), (3, 'c') AS s(id, v)) s "
+              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert cache.hits() == hits + 1
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {delta_ref(table)}").collect()) == [
+        (1, "a"), (2, "B"), (3, "c")]

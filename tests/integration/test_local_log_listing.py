@@ -17,6 +17,7 @@ from py4j.protocol import Py4JJavaError
 
 from replicator.delta.writer import delta_ref
 from replicator.runtime import jars
+from tests.integration.helpers import delta_version, merge_listing_the_log_once
 
 pytestmark = pytest.mark.integration
 
@@ -67,12 +68,6 @@ def test_a_local_log_is_listed_as_delta_lists_it(spark: Any, tmp_path: Path) -> 
     assert spark.sql(f"SELECT count(*), sum(id) FROM {delta_ref(table)}").collect()[0][:] == (8, 28)
 
 
-def _version(spark: Any, table: str) -> int:
-    jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table)
-    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
-
-
 def _other_writers_commit(log: Path, version: int) -> None:
     """A commit by another writer (no rows: a commit's info alone), the log directory's time kept
     as it was, so only the look at the next commit's name can tell."""
@@ -92,20 +87,13 @@ def test_a_statements_second_look_at_the_log_reuses_its_first(spark: Any, tmp_pa
     cache = jvm.replicator.s3commit.ListingCache
     table = str(tmp_path / "t")
     log = Path(table) / "_delta_log"
-    spark.sql(f"CREATE TABLE {delta_ref(table)} (id INT, v STRING) USING delta")
-    spark.sql(f"INSERT INTO {delta_ref(table)} VALUES (1, 'a'), (2, 'b')")
-    time.sleep(0.3)  # settled: a listing begun within the clock's tick of a change is never kept
-    hits = cache.hits()
-    spark.sql(f"MERGE INTO {delta_ref(table)} t USING (SELECT * FROM VALUES (2, 'B'), (3, 'c') AS s(id, v)) s "
-              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
-    assert cache.hits() == hits + 1
-    assert sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {delta_ref(table)}").collect()) == [
-        (1, "a"), (2, "B"), (3, "c")]
+    # settled: a listing begun within the clock's tick of a change to the directory is never kept
+    merge_listing_the_log_once(spark, table, settle_s=0.3)
 
     time.sleep(0.3)
-    version = _version(spark, table)  # listed and kept
+    version = delta_version(spark, table)  # listed and kept
     _other_writers_commit(log, version + 1)
-    assert _version(spark, table) == version + 1
+    assert delta_version(spark, table) == version + 1
 
     conf = spark._jsparkSession.sessionState().newHadoopConf()
     store = jvm.replicator.s3commit.LocalListingLogStore(conf)

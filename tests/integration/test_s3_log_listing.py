@@ -15,6 +15,7 @@ from py4j.protocol import Py4JJavaError
 
 from replicator.delta.writer import delta_ref
 from replicator.storage import fileio_for
+from tests.integration.helpers import delta_version, merge_listing_the_log_once
 from tests.s3_fixtures import S3Server
 
 pytestmark = pytest.mark.integration
@@ -82,35 +83,21 @@ def test_the_replicators_own_log_reads_list_from_the_last_checkpoint(s3_store: S
     assert later is not None and (later.version, later.rows) == (8, 8)
 
 
-def _version(spark: Any, table: str) -> int:
-    jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table)
-    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
-
-
 def test_a_statements_second_look_at_the_log_reuses_its_first(s3_store: S3Server, spark: Any) -> None:
     """A MERGE lists its table's log when analysed and again when its transaction starts: the second
     is the first handed out again after two HEADs (ListingCache.java), where the server may scan the
     whole directory for a LIST. Another writer's commit right after a kept listing is seen at the
     next look, and so is a commit file written over (its ETag)."""
     jvm = spark._jvm
-    cache = jvm.replicator.s3commit.ListingCache
     table = s3_store.warehouse_url("log-listing-reuse") + "/t"
     log = f"{table}/_delta_log"
     io = fileio_for(table)
-    spark.sql(f"CREATE TABLE {delta_ref(table)} (id INT, v STRING) USING delta")
-    spark.sql(f"INSERT INTO {delta_ref(table)} VALUES (1, 'a'), (2, 'b')")
-    hits = cache.hits()
-    spark.sql(f"MERGE INTO {delta_ref(table)} t USING (SELECT * FROM VALUES (2, 'B'), (3, 'c') AS s(id, v)) s "
-              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
-    assert cache.hits() == hits + 1
-    assert sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {delta_ref(table)}").collect()) == [
-        (1, "a"), (2, "B"), (3, "c")]
+    merge_listing_the_log_once(spark, table)
 
-    version = _version(spark, table)  # listed and kept
+    version = delta_version(spark, table)  # listed and kept
     info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "OTHER WRITER"}}
     io.write(f"{log}/{version + 1:020d}.json", (json.dumps(info) + "\n").encode())
-    assert _version(spark, table) == version + 1
+    assert delta_version(spark, table) == version + 1
 
     conf = spark._jsparkSession.sessionState().newHadoopConf()
     store = jvm.replicator.s3commit.ConditionalS3LogStore(conf)

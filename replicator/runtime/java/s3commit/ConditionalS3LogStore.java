@@ -198,16 +198,7 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
 
     /** N of a commit file {@code N.json} (20 digits), -1 for any other file (a checksum, a checkpoint). */
     private static long commitVersion(Path path) {
-        String name = path.getName();
-        if (name.length() != 25 || !name.endsWith(".json")) {
-            return -1L;
-        }
-        for (int i = 0; i < 20; i++) {
-            if (!Character.isDigit(name.charAt(i))) {
-                return -1L;
-            }
-        }
-        return Long.parseLong(name.substring(0, 20));
+        return ListingCache.commitVersion(path.getName());
     }
 
     private static void written(Path path, long version) {
