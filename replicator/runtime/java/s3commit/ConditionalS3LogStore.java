@@ -75,13 +75,8 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
     public void write(Path path, Iterator<String> actions, Boolean overwrite, Configuration hadoopConf)
             throws IOException {
         FileSystem fs = path.getFileSystem(hadoopConf);
-        String dir = fs.makeQualified(path.getParent()).toString();
-        ListingCache.forget(dir);  // before and after: no listing spanning the write is handed out again
-        try {
-            put(fs, path, body(actions), overwrite);
-        } finally {
-            ListingCache.forget(dir);
-        }
+        byte[] data = body(actions);
+        ListingCache.writing(fs.makeQualified(path.getParent()).toString(), () -> put(fs, path, data, overwrite));
     }
 
     private void put(FileSystem fs, Path path, byte[] data, boolean overwrite) throws IOException {

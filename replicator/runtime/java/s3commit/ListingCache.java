@@ -91,6 +91,21 @@ public final class ListingCache {
         LAST.remove(dir);
     }
 
+    /** A write into a log directory, as the stores make it. */
+    interface Write {
+        void run() throws IOException;
+    }
+
+    /** Runs a write into {@code dir}, forgetting its listing before and after: none that spans it is handed out again. */
+    static void writing(String dir, Write write) throws IOException {
+        forget(dir);
+        try {
+            write.run();
+        } finally {
+            forget(dir);
+        }
+    }
+
     /** N.json's N, or -1 for any other name. */
     static long commitVersion(String name) {
         if (name.length() != 25 || !name.endsWith(".json")) {

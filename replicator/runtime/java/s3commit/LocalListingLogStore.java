@@ -103,12 +103,7 @@ public class LocalListingLogStore extends LocalLogStore {
     @Override
     public void write(Path path, Iterator<String> actions, Boolean overwrite, Configuration hadoopConf)
             throws IOException {
-        String key = path.getFileSystem(hadoopConf).makeQualified(path.getParent()).toString();
-        ListingCache.forget(key);
-        try {
-            super.write(path, actions, overwrite, hadoopConf);
-        } finally {
-            ListingCache.forget(key);
-        }
+        ListingCache.writing(path.getFileSystem(hadoopConf).makeQualified(path.getParent()).toString(),
+                () -> super.write(path, actions, overwrite, hadoopConf));
     }
 }
