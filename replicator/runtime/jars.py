@@ -247,6 +247,7 @@ FENCE_CLASS = "replicator.s3commit.Fence"
 PIN_CLASS = "replicator.s3commit.Pin"
 LOCAL_LOG_STORE_CLASS = "replicator.s3commit.LocalListingLogStore"  # file:// tables' log, listed by name first
 CHECKPOINT_FILE_MANAGER_CLASS = "replicator.s3commit.DirectPutCheckpointFileManager"  # one PUT per .crc on s3a
+DATA_FILE_FS_CLASS = "replicator.s3commit.DataFileS3AFileSystem"  # s3a: a small data file read with one GET
 _COMMIT_STORE_SOURCES = Path(__file__).with_name("java") / "s3commit"
 
 

@@ -240,10 +240,15 @@ def commit_store_conf(jars_: list[str]) -> dict[str, str]:
 #   grow slower by the day;
 # - Delta's checksum files on s3a:// are written with one PUT each
 #   (runtime/java/s3commit/DirectPutCheckpointFileManager.java), not a temporary file and a
-#   rename: a third of a small MERGE's S3 requests (docs/delta.md). Other stores keep Spark's own.
+#   rename: a third of a small MERGE's S3 requests (docs/delta.md). Other stores keep Spark's own;
+# - s3a:// (and s3://) data files are read by s3a with their status asked once, and a small one
+#   with one GET (runtime/java/s3commit/DataFileS3AFileSystem.java), not four HEADs and three
+#   GETs: a table's small files cost a read per request, not per byte (docs/object-store.md).
 _JAR_HELPERS = {
     "spark.delta.logStore.file.impl": jars.LOCAL_LOG_STORE_CLASS,
     "spark.sql.streaming.checkpointFileManagerClass": jars.CHECKPOINT_FILE_MANAGER_CLASS,
+    "spark.hadoop.fs.s3a.impl": jars.DATA_FILE_FS_CLASS,
+    "spark.hadoop.fs.s3.impl": jars.DATA_FILE_FS_CLASS,
 }
 
 

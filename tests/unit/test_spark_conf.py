@@ -113,9 +113,12 @@ def test_the_command_prints_both_forms(jar_dir: Path, capsys: pytest.CaptureFixt
 def test_the_sessions_jar_helpers_yield_to_the_users_own_settings(jar_dir: Path) -> None:
     store = str(jar_dir / jars.COMMIT_STORE_JAR)
     configure(StorageOptions())
+    file_systems = {f"spark.hadoop.fs.{scheme}.impl": jars.DATA_FILE_FS_CLASS for scheme in ("s3a", "s3")}
     assert jar_helpers_conf([store]) == {
         "spark.delta.logStore.file.impl": jars.LOCAL_LOG_STORE_CLASS,
-        "spark.sql.streaming.checkpointFileManagerClass": jars.CHECKPOINT_FILE_MANAGER_CLASS}
+        "spark.sql.streaming.checkpointFileManagerClass": jars.CHECKPOINT_FILE_MANAGER_CLASS, **file_systems}
     assert jar_helpers_conf([str(jar_dir / "delta-spark.jar")]) == {}, "without the jar, Delta's and Spark's own"
-    configure(StorageOptions(spark_conf={"spark.sql.streaming.checkpointFileManagerClass": "my.Manager"}))
-    assert jar_helpers_conf([store]) == {"spark.delta.logStore.file.impl": jars.LOCAL_LOG_STORE_CLASS}
+    configure(StorageOptions(spark_conf={"spark.sql.streaming.checkpointFileManagerClass": "my.Manager",
+                                         "spark.hadoop.fs.s3a.impl": "my.FileSystem"}))
+    assert jar_helpers_conf([store]) == {"spark.delta.logStore.file.impl": jars.LOCAL_LOG_STORE_CLASS,
+                                         "spark.hadoop.fs.s3.impl": jars.DATA_FILE_FS_CLASS}
