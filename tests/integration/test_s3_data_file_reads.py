@@ -1,7 +1,8 @@
 """Delta's data files on s3a:// read with their status asked once and, when small, with one GET
 (runtime/java/s3commit/DataFileS3AFileSystem.java), not four HEADs and three GETs per file: the
 request counts of a full read, the rows against the written ones, a file deleted behind a kept
-status failing as a missing file does, and the log's own files left to s3a. Real S3-compatible
+status failing as a missing file does, the log's own files left to s3a, and a table's log
+directory found once while a table deleted behind it still reads as gone. Real S3-compatible
 server (tests/s3_fixtures.py), the shared Spark session."""
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ def test_a_small_data_file_costs_a_read_one_get(s3_store: S3Server, spark: Any) 
     hits = list(fs.keptHits())
     rows, requests = _requests(spark, fs, query)
     assert tuple(rows[0]) == expected
-    # One GET per file, and no HEAD per file: the only one left is Delta's look for the table's
-    # _delta_log (s3a's own reads take two HEADs and three GETs per file, below).
+    # One GET per file and no HEAD at all (s3a's own reads take two HEADs and three GETs per file,
+    # below; Delta's look for the table's _delta_log is answered from the kept yes).
     assert requests["action_http_get_request"] == len(files), requests
-    assert requests["action_http_head_request"] <= 1, requests
-    status_hits, bytes_hits = fs.keptHits()
+    assert requests["action_http_head_request"] == 0, requests
+    status_hits, bytes_hits, _ = fs.keptHits()
     assert status_hits >= hits[0] + 4 * len(files), "both passes' status lookups and opens, per file"
     assert bytes_hits == hits[1] + len(files), "the row groups' pass read the footer pass's bytes"
 
@@ -91,6 +92,60 @@ def test_a_small_data_file_costs_a_read_one_get(s3_store: S3Server, spark: Any) 
     fileio_for(table).remove(files[0])
     with pytest.raises(Py4JJavaError, match="FileNotFoundException"):
         spark.sql(query).collect()
+
+
+def _fresh(spark: Any, url: str, switch: str) -> Any:
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+    conf.set("replicator.s3a.keepDataFileStatus", switch)
+    return jvm.org.apache.hadoop.fs.FileSystem.newInstance(jvm.java.net.URI(url), conf)
+
+
+def test_a_tables_log_is_found_once_and_a_table_deleted_behind_it_is_gone(
+        s3_store: S3Server, spark: Any) -> None:
+    table = s3_store.warehouse_url("log-dir-probe") + "/t"
+    log = spark._jvm.org.apache.hadoop.fs.Path(table + "/_delta_log")
+    spark.createDataFrame([(1, "a"), (2, "b")], "id INT, v STRING").write.format("delta").save(table)
+
+    # Delta's probe for _delta_log: a HEAD and a LIST the first time, nothing while the yes is kept;
+    # turned off, each probe asks the store. A missing log is asked about every time.
+    for switch, heads in (("true", 1), ("false", 3)):
+        fresh = _fresh(spark, table, switch)
+        try:
+            before = _counts(fresh)
+            assert all(fresh.exists(log) for _ in range(3))
+            assert not fresh.exists(spark._jvm.org.apache.hadoop.fs.Path(table + "-none/_delta_log"))
+            assert not fresh.exists(spark._jvm.org.apache.hadoop.fs.Path(table + "-none/_delta_log"))
+            after = _counts(fresh)
+            assert after["action_http_head_request"] - before["action_http_head_request"] == heads + 2, switch
+            assert list(fresh.keptHits())[2] == (2 if switch == "true" else 0)
+        finally:
+            fresh.close()
+
+    # The session's own instance: a statement finds the log without a request.
+    fs = log.getFileSystem(spark._jsc.hadoopConfiguration())
+    query = f"SELECT count(*), sum(id) FROM {delta_ref(table)}"
+    assert tuple(spark.sql(query).collect()[0]) == (2, 3)
+    hits = fs.keptHits()[2]
+    rows, requests = _requests(spark, fs, query)
+    assert tuple(rows[0]) == (2, 3)
+    assert fs.keptHits()[2] > hits and requests["action_http_head_request"] == 0, requests
+
+    # Deleted by another process while the yes is kept: a bare check still says yes (documented),
+    # but Delta's log listing finds nothing, asks the store again, and the table reads as gone;
+    # a new write there makes a new table with only its own rows.
+    fileio_for(table).remove_tree(table)
+    assert fs.exists(log)
+    with pytest.raises(Exception, match=r"(?i)not a delta table|DELTA_|does not exist"):
+        spark.sql(query).collect()
+    assert not fs.existsNow(log) and not fs.exists(log)
+    spark.createDataFrame([(7, "z")], "id INT, v STRING").write.format("delta").mode("append").save(table)
+    assert tuple(spark.sql(query).collect()[0]) == (1, 7)
+
+    # A delete through the session's file system forgets the kept yes at once.
+    assert fs.exists(log)
+    fs.delete(spark._jvm.org.apache.hadoop.fs.Path(table), True)
+    assert not fs.exists(log)
 
 
 def test_only_delta_data_files_are_kept(s3_store: S3Server, spark: Any) -> None:

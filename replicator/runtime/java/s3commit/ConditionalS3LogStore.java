@@ -275,7 +275,9 @@ public class ConditionalS3LogStore extends HadoopFileSystemLogStore {
         } catch (SdkException e) {
             throw new IOException("replicator: could not list " + path.getParent() + ": " + e.getMessage(), e);
         }
-        if (out.isEmpty() && !fs.exists(path.getParent())) {
+        boolean there = !out.isEmpty() || (fs instanceof DataFileS3AFileSystem
+                ? ((DataFileS3AFileSystem) fs).existsNow(path.getParent()) : fs.exists(path.getParent()));
+        if (!there) {
             throw new FileNotFoundException(String.format("No such file or directory: %s", path.getParent()));
         }
         out.sort(Comparator.comparing(status -> status.getPath().getName()));

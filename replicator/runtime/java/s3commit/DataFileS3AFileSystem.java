@@ -14,7 +14,8 @@ import org.apache.hadoop.fs.s3a.S3AFileSystem;
 import org.apache.hadoop.util.functional.FutureIO;
 
 /**
- * Hadoop's s3a file system, reading a small Delta data file with one request instead of seven.
+ * Hadoop's s3a file system, reading a small Delta data file with one request instead of seven,
+ * and finding a table's log without asking the store at every statement.
  *
  * <p>Why: Spark reads a Parquet file in two passes (its footer, then its row groups), and each
  * pass asks for the file's status, then opens it: s3a sends a HEAD for each of the four, a GET
@@ -35,15 +36,23 @@ import org.apache.hadoop.util.functional.FutureIO;
  *     the footer's), then are let go; at most {@link #MAX_KEPT_BYTES} are held at once (and no
  *     file above that size is read whole, whatever the setting).</li>
  * </ul>
- * Everything else (the log, checkpoints, any other name) goes to s3a as before.
+ * And a table's log directory: Delta asks whether {@code <table>/_delta_log} exists each time it
+ * resolves a table's path (a HEAD and a LIST, and on servers that scan a prefix the LIST costs what
+ * the log holds); a yes is kept for {@link #STATUS_MILLIS}. A Delta log listing that finds nothing
+ * asks again ({@link #existsNow}), so Delta still sees a deleted table as gone.
+ * Everything else (the log's files, checkpoints, any other name) goes to s3a as before.
  *
  * <p>What can go stale: a file that another process deletes while its status is kept still
  * looks present; the read's GET then fails with the {@link FileNotFoundException} a HEAD would
- * have raised. A delete through this file system forgets what it deletes. The Hadoop setting
- * {@code replicator.s3a.keepDataFileStatus=false} turns it all off.
+ * have raised. A table whose directory another process deletes still has a {@code _delta_log} to
+ * a bare existence check (Delta's only decides where the table's root is; its log listing then
+ * finds nothing and asks the store again) for up to {@link #STATUS_MILLIS}. A delete through this
+ * file system forgets what it deletes. The Hadoop setting {@code replicator.s3a.keepDataFileStatus=false}
+ * turns it all off.
  */
 public class DataFileS3AFileSystem extends S3AFileSystem {
 
+    static final String LOG_DIR = "_delta_log";
     static final long STATUS_MILLIS = 60_000L;
     static final long BYTES_MILLIS = 10_000L;
     static final long MAX_KEPT_BYTES = 64L << 20;
@@ -73,9 +82,16 @@ public class DataFileS3AFileSystem extends S3AFileSystem {
         }
     };
     private final LinkedHashMap<String, Kept<byte[]>> bytes = new LinkedHashMap<>();
+    private final Map<String, Long> logDirs = new LinkedHashMap<>(64, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Long> eldest) {
+            return size() > MAX_STATUSES;
+        }
+    };
     private long keptBytes;
     private long statusHits;
     private long bytesHits;
+    private long logDirHits;
 
     /** Whether {@code path} names a file Delta writes once and never rewrites. */
     public static boolean isDataFile(Path path) {
@@ -98,10 +114,13 @@ public class DataFileS3AFileSystem extends S3AFileSystem {
         return makeQualified(path).toString();
     }
 
-    /** Status lookups and opens answered from a kept status, and opens from kept bytes (tests, figures). */
+    /**
+     * Status lookups and opens answered from a kept status, opens from kept bytes, and log directory
+     * probes answered from a kept yes (tests, figures).
+     */
     public long[] keptHits() {
         synchronized (lock) {
-            return new long[] {statusHits, bytesHits};
+            return new long[] {statusHits, bytesHits, logDirHits};
         }
     }
 
@@ -185,6 +204,38 @@ public class DataFileS3AFileSystem extends S3AFileSystem {
         return read;
     }
 
+    /** Whether {@code path} is there; for a table's {@code _delta_log}, a yes is kept a while. */
+    @Override
+    public boolean exists(Path path) throws IOException {
+        if (!path.getName().equals(LOG_DIR) || !getConf().getBoolean(SWITCH, true)) {
+            return super.exists(path);
+        }
+        String key = key(path);
+        long now = System.currentTimeMillis();
+        synchronized (lock) {
+            Long at = logDirs.get(key);
+            if (at != null && now - at <= STATUS_MILLIS) {
+                logDirHits++;
+                return true;
+            }
+        }
+        boolean there = super.exists(path);
+        synchronized (lock) {
+            if (there) {
+                logDirs.put(key, now);
+            } else {
+                logDirs.remove(key);
+            }
+        }
+        return there;
+    }
+
+    /** Whether {@code path} is there, asked of the store whatever is kept (a log listing that found nothing). */
+    public boolean existsNow(Path path) throws IOException {
+        forget(path);
+        return super.exists(path);
+    }
+
     @Override
     public boolean delete(Path path, boolean recursive) throws IOException {
         forget(path);
@@ -200,6 +251,7 @@ public class DataFileS3AFileSystem extends S3AFileSystem {
         String under = key.endsWith("/") ? key : key + "/";
         synchronized (lock) {
             statuses.keySet().removeIf(k -> k.equals(key) || k.startsWith(under));
+            logDirs.keySet().removeIf(k -> k.equals(key) || k.startsWith(under));
             Iterator<Map.Entry<String, Kept<byte[]>>> it = bytes.entrySet().iterator();
             while (it.hasNext()) {
                 Map.Entry<String, Kept<byte[]>> e = it.next();
