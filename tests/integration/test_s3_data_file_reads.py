@@ -40,6 +40,14 @@ def _data_files(table: str) -> list[str]:
                   if "/_delta_log/" not in full and full.endswith(".parquet"))
 
 
+def _fresh(spark: Any, url: str, switch: str) -> Any:
+    """A new file system instance for `url` (not the shared one) with the keep switch set."""
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+    conf.set("replicator.s3a.keepDataFileStatus", switch)
+    return jvm.org.apache.hadoop.fs.FileSystem.newInstance(jvm.java.net.URI(url), conf)
+
+
 def test_a_small_data_file_costs_a_read_one_get(s3_store: S3Server, spark: Any) -> None:
     table = s3_store.warehouse_url("data-file-reads") + "/t"
     spark.sql(f"CREATE TABLE {delta_ref(table)} (id INT, v STRING) USING delta")
@@ -69,9 +77,7 @@ def test_a_small_data_file_costs_a_read_one_get(s3_store: S3Server, spark: Any) 
     # Through the file system's own calls, on a fresh instance: two status lookups and an open
     # make one HEAD and one GET; turned off, s3a's own three HEADs.
     for switch, heads in (("true", 1), ("false", 3)):
-        conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-        conf.set("replicator.s3a.keepDataFileStatus", switch)
-        fresh = jvm.org.apache.hadoop.fs.FileSystem.newInstance(jvm.java.net.URI(table), conf)
+        fresh = _fresh(spark, table, switch)
         try:
             path = jvm.org.apache.hadoop.fs.Path(files[1])
             before = _counts(fresh)
@@ -92,13 +98,6 @@ def test_a_small_data_file_costs_a_read_one_get(s3_store: S3Server, spark: Any) 
     fileio_for(table).remove(files[0])
     with pytest.raises(Py4JJavaError, match="FileNotFoundException"):
         spark.sql(query).collect()
-
-
-def _fresh(spark: Any, url: str, switch: str) -> Any:
-    jvm = spark._jvm
-    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-    conf.set("replicator.s3a.keepDataFileStatus", switch)
-    return jvm.org.apache.hadoop.fs.FileSystem.newInstance(jvm.java.net.URI(url), conf)
 
 
 def test_a_tables_log_is_found_once_and_a_table_deleted_behind_it_is_gone(
